@@ -1,0 +1,11 @@
+// Every env family the extension ships: one line each.
+#include "../registry.h"
+#include "classic_control.h"
+#include "debug.h"
+
+TORCHFRAG_REGISTER_ENV(torchfrag::classic::CartPole, "CartPole-v1");
+TORCHFRAG_REGISTER_ENV(torchfrag::classic::Acrobot, "Acrobot-v1");
+TORCHFRAG_REGISTER_ENV(torchfrag::classic::MountainCar, "MountainCar-v0");
+TORCHFRAG_REGISTER_ENV(torchfrag::classic::MountainCarContinuous, "MountainCarContinuous-v0");
+TORCHFRAG_REGISTER_ENV(torchfrag::classic::Pendulum, "Pendulum-v1");
+TORCHFRAG_REGISTER_ENV(torchfrag::DebugEnv, "Debug-v0");

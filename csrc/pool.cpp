@@ -1,0 +1,560 @@
+#include "pool.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+namespace torchfrag {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Work below this many nanoseconds runs on the calling thread: waking a
+// sleeping worker costs several microseconds, more than stepping a few
+// hundred CartPoles.
+constexpr double kInlineNs = 20000.0;
+// Target duration of one chunk when a job is split across threads.
+constexpr double kChunkNs = 10000.0;
+// Assumed cost of an env step before anything has been measured.
+constexpr double kUnknownNs = 1.0e5;
+
+std::string join_ids(const std::vector<int64_t>& ids, size_t limit = 16) {
+  std::string s;
+  for (size_t i = 0; i < ids.size() && i < limit; ++i) {
+    s += (i ? ", " : "") + std::to_string(ids[i]);
+  }
+  if (ids.size() > limit) s += ", ...";
+  return s;
+}
+
+}  // namespace
+
+void BatchBuffers::FreeAligned::operator()(uint8_t* p) const { std::free(p); }
+
+BatchBuffers::BatchBuffers(const std::vector<FieldSpec>& fields, int64_t capacity,
+                           size_t first_info, size_t num_infos)
+    : fields_(fields), capacity_(capacity) {
+  for (const auto& f : fields_) {
+    // 64-byte alignment keeps rows of different threads apart when rows are
+    // cache-line sized, and suits SIMD consumers.
+    size_t bytes = std::max<size_t>(64, f.row_bytes * static_cast<size_t>(capacity));
+    bytes = (bytes + 63) / 64 * 64;
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
+    if (p == nullptr) throw std::bad_alloc();
+    std::memset(p, 0, bytes);
+    data_.emplace_back(p);
+  }
+  for (size_t k = 0; k < num_infos; ++k) {
+    info_bases_.push_back(data_[first_info + k].get());
+    info_row_bytes_.push_back(fields_[first_info + k].row_bytes);
+  }
+}
+
+Pool::Pool(PoolConfig config) : config_(std::move(config)) {
+  if (config_.num_envs <= 0) {
+    throw std::invalid_argument("num_envs must be a positive integer, got " +
+                                std::to_string(config_.num_envs));
+  }
+  if (config_.batch_size == 0) config_.batch_size = config_.num_envs;
+  if (config_.batch_size < 0 || config_.batch_size > config_.num_envs) {
+    throw std::invalid_argument("batch_size must be in [1, num_envs=" +
+                                std::to_string(config_.num_envs) + "], got " +
+                                std::to_string(config_.batch_size));
+  }
+  if (config_.num_threads < 0) {
+    throw std::invalid_argument("num_threads must be >= 0 (0 picks a default), got " +
+                                std::to_string(config_.num_threads));
+  }
+  if (config_.num_threads == 0) {
+    const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    config_.num_threads = std::min<int64_t>(config_.num_envs, hw);
+  }
+  if (static_cast<int64_t>(config_.seeds.size()) != config_.num_envs) {
+    throw std::invalid_argument("expected one seed per env");
+  }
+
+  auto family = Registry::instance().family(config_.env_id);
+  EnvSpec base = family->spec(config_.env_id, nullptr);
+  std::vector<OptionSpec> declared = base.options;
+  const bool has_max =
+      std::any_of(declared.begin(), declared.end(),
+                  [](const OptionSpec& o) { return o.name == "max_episode_steps"; });
+  if (!has_max) {
+    declared.push_back(opt_int("max_episode_steps", base.max_episode_steps,
+                               "episode length after which `truncated` is set (0: no limit)"));
+  }
+  options_ = Options::resolve(declared, config_.options, config_.num_envs);
+  spec_ = family->spec(config_.env_id, &options_);
+  spec_.id = config_.env_id;
+  spec_.options = declared;
+  max_episode_steps_ = static_cast<int64_t>(options_.num("max_episode_steps"));
+  if (max_episode_steps_ < 0) throw std::invalid_argument("max_episode_steps must be >= 0");
+  spec_.max_episode_steps = max_episode_steps_;
+  action_numel_ = spec_.action.numel();
+
+  // Output fields: fixed ones first, infos last.
+  fields_.push_back({"obs", spec_.obs.dtype, spec_.obs.shape, spec_.obs.nbytes()});
+  fields_.push_back({"reward", DType::kFloat64, {}, 8});
+  fields_.push_back({"terminated", DType::kBool, {}, 1});
+  fields_.push_back({"truncated", DType::kBool, {}, 1});
+  fields_.push_back({"env_id", DType::kInt32, {}, 4});
+  fields_.push_back({"elapsed_step", DType::kInt32, {}, 4});
+  if (config_.autoreset == AutoReset::kSameStep) {
+    fields_.push_back({"final_obs", spec_.obs.dtype, spec_.obs.shape, spec_.obs.nbytes()});
+  }
+  first_info_ = fields_.size();
+  for (const auto& info : spec_.infos) {
+    fields_.push_back({info.name, info.dtype, info.shape, info.nbytes()});
+  }
+  const size_t num_infos = spec_.infos.size();
+
+  slots_.resize(static_cast<size_t>(config_.num_envs));
+  for (int64_t i = 0; i < config_.num_envs; ++i) {
+    EnvOptions view(options_, i);
+    slots_[i].env = family->make(config_.env_id, spec_, view);
+    slots_[i].rng.reseed(config_.seeds[i]);
+  }
+  act_discrete_.assign(static_cast<size_t>(config_.num_envs), 0);
+  act_values_.assign(static_cast<size_t>(config_.num_envs * action_numel_), 0.0);
+
+  for (auto& b : sync_bufs_) {
+    b = std::make_shared<BatchBuffers>(fields_, config_.num_envs, first_info_, num_infos);
+  }
+  // Enough async sets that a batch handed to Python is not overwritten before
+  // the next recv: at most num_envs rows can be claimed past the oldest
+  // unreceived batch.
+  const int64_t ring =
+      (config_.num_envs + config_.batch_size - 1) / config_.batch_size + 2;
+  for (int64_t k = 0; k < ring; ++k) {
+    auto set = std::make_unique<AsyncSet>();
+    set->buf = std::make_shared<BatchBuffers>(fields_, config_.batch_size, first_info_, num_infos);
+    async_sets_.push_back(std::move(set));
+  }
+
+  for (int64_t t = 0; t < config_.num_threads; ++t) {
+    workers_.emplace_back([this] { worker_loop(); });
+  }
+}
+
+Pool::~Pool() { close(); }
+
+void Pool::close() {
+  if (closed_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stop_ = true;
+    stopping_ = true;
+    queue_.clear();
+  }
+  queue_cv_.notify_all();
+  {
+    // Wake any recv() so it can report the closed pool.
+    std::lock_guard<std::mutex> lock(ready_mu_);
+  }
+  ready_cv_.notify_all();
+  for (auto& w : workers_) {
+    if (w.joinable()) w.join();
+  }
+  // A sync call running on another thread finishes its own chunks; wait for it
+  // before the envs go away.
+  std::lock_guard<std::mutex> api(api_mu_);
+  for (auto& s : slots_) s.env.reset();
+}
+
+void Pool::check_open() const {
+  if (closed_.load()) throw ClosedError("the pool is closed; make a new one");
+}
+
+int64_t Pool::in_flight() const {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  return in_flight_;
+}
+
+std::vector<int64_t> Pool::resolve_ids(const std::vector<int64_t>& ids) const {
+  const int64_t n = config_.num_envs;
+  if (ids.empty()) {
+    std::vector<int64_t> all(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) all[i] = i;
+    return all;
+  }
+  if (static_cast<int64_t>(ids.size()) > n) {
+    throw std::invalid_argument("got " + std::to_string(ids.size()) + " env ids for a pool of " +
+                                std::to_string(n) + " envs");
+  }
+  std::vector<char> seen(static_cast<size_t>(n), 0);
+  for (int64_t id : ids) {
+    if (id < 0 || id >= n) {
+      throw std::invalid_argument("env id " + std::to_string(id) + " is out of range [0, " +
+                                  std::to_string(n) + ")");
+    }
+    if (seen[id]) throw std::invalid_argument("env id " + std::to_string(id) + " appears twice");
+    seen[id] = 1;
+  }
+  return ids;
+}
+
+void Pool::validate_for_step(const std::vector<int64_t>& ids, const ActionBatch& actions) const {
+  if (spec_.action.discrete) {
+    if (actions.discrete == nullptr) throw std::invalid_argument("missing discrete actions");
+    for (size_t j = 0; j < ids.size(); ++j) {
+      const int64_t a = actions.discrete[j];
+      if (a < 0 || a >= spec_.action.n) {
+        throw std::invalid_argument("action " + std::to_string(a) + " for env " +
+                                    std::to_string(ids[j]) + " is out of range [0, " +
+                                    std::to_string(spec_.action.n) + ")");
+      }
+    }
+  } else if (actions.values == nullptr) {
+    throw std::invalid_argument("missing continuous actions");
+  }
+  for (int64_t id : ids) {
+    const EnvSlot& s = slots_[id];
+    if (!s.started) {
+      throw std::invalid_argument("env " + std::to_string(id) +
+                                  " has not been reset; call reset() (or async_reset()) first");
+    }
+    if (s.broken) {
+      throw std::invalid_argument("env " + std::to_string(id) +
+                                  " raised in an earlier step; reset it before stepping it again");
+    }
+  }
+}
+
+void Pool::store_actions(const std::vector<int64_t>& ids, const ActionBatch& actions) {
+  if (spec_.action.discrete) {
+    for (size_t j = 0; j < ids.size(); ++j) act_discrete_[ids[j]] = actions.discrete[j];
+  } else {
+    const size_t k = static_cast<size_t>(action_numel_);
+    for (size_t j = 0; j < ids.size(); ++j) {
+      std::memcpy(&act_values_[ids[j] * k], actions.values + j * k, k * sizeof(double));
+    }
+  }
+}
+
+std::shared_ptr<Pool::Job> Pool::make_job(std::vector<int64_t> ids, bool reset, bool async,
+                                          int64_t participants) {
+  auto job = std::make_shared<Job>();
+  const int64_t n = static_cast<int64_t>(ids.size());
+  job->ids = std::move(ids);
+  job->reset = reset;
+  job->async = async;
+  double est = ns_per_env_.load(std::memory_order_relaxed);
+  if (est <= 0.0) est = kUnknownNs;
+  if (workers_.empty() || est * static_cast<double>(n) < kInlineNs) {
+    job->chunk = std::max<int64_t>(n, 1);
+    job->nchunks = 1;
+    job->run_inline = true;
+    return job;
+  }
+  // Small chunks balance uneven envs; big enough chunks amortise the claim.
+  const int64_t by_time = static_cast<int64_t>(std::ceil(kChunkNs / est));
+  const int64_t by_share = (n + participants - 1) / participants;
+  job->chunk = std::max<int64_t>(1, std::min(by_time, by_share));
+  job->nchunks = (n + job->chunk - 1) / job->chunk;
+  return job;
+}
+
+std::shared_ptr<BatchBuffers> Pool::reset(const std::vector<int64_t>& ids_in) {
+  std::lock_guard<std::mutex> api(api_mu_);
+  check_open();
+  std::vector<int64_t> ids = resolve_ids(ids_in);
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (in_flight_ > 0) {
+      throw std::runtime_error("cannot reset() while " + std::to_string(in_flight_) +
+                               " envs are in flight; recv() their results first");
+    }
+  }
+  return run_sync(std::move(ids), true);
+}
+
+std::shared_ptr<BatchBuffers> Pool::step(const std::vector<int64_t>& ids_in,
+                                         const ActionBatch& actions) {
+  std::lock_guard<std::mutex> api(api_mu_);
+  check_open();
+  std::vector<int64_t> ids = resolve_ids(ids_in);
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (in_flight_ > 0) {
+      throw std::runtime_error("cannot step() while " + std::to_string(in_flight_) +
+                               " envs are in flight; recv() their results first");
+    }
+    validate_for_step(ids, actions);
+  }
+  store_actions(ids, actions);
+  return run_sync(std::move(ids), false);
+}
+
+std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool reset) {
+  auto buf = sync_bufs_[sync_turn_];
+  sync_turn_ ^= 1;
+  const int64_t participants = static_cast<int64_t>(workers_.size()) + 1;
+  auto job = make_job(std::move(ids), reset, false, participants);
+  job->sync_buf = buf;
+  if (job->nchunks > 1) {
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      queue_.push_back(job);
+    }
+    const int64_t wake = std::min<int64_t>(job->nchunks - 1, workers_.size());
+    for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
+  }
+  run_chunks(*job);
+  {
+    std::unique_lock<std::mutex> lock(job->mu);
+    job->cv.wait(lock, [&] { return job->finished; });
+  }
+  if (!job->errors.empty()) {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    for (const auto& e : job->errors) slots_[e.first].broken = true;
+    raise_env_errors(job->errors);
+  }
+  return buf;
+}
+
+void Pool::send(const std::vector<int64_t>& ids_in, const ActionBatch& actions, bool reset) {
+  check_open();
+  std::vector<int64_t> ids = resolve_ids(ids_in);
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    for (int64_t id : ids) {
+      if (slots_[id].in_flight) {
+        throw std::invalid_argument("env " + std::to_string(id) +
+                                    " is already in flight; recv() its result before sending "
+                                    "it again");
+      }
+    }
+    if (!reset) validate_for_step(ids, actions);
+    if (!reset) store_actions(ids, actions);
+    for (int64_t id : ids) slots_[id].in_flight = true;
+    in_flight_ += static_cast<int64_t>(ids.size());
+  }
+  auto job = make_job(std::move(ids), reset, true, static_cast<int64_t>(workers_.size()));
+  if (job->run_inline) {
+    // Cheap work (or no worker threads): do it now rather than pay for a
+    // thread hand-off; the results wait in their batch for recv().
+    run_chunks(*job);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (stop_) throw ClosedError("the pool is closed; make a new one");
+    queue_.push_back(job);
+  }
+  const int64_t wake = std::min<int64_t>(job->nchunks, workers_.size());
+  for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
+}
+
+std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
+  check_open();
+  const int64_t bs = config_.batch_size;
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (in_flight_ == 0) {
+      throw std::runtime_error("recv() called with no envs in flight; send() actions first");
+    }
+    if (in_flight_ < bs) {
+      throw std::runtime_error("recv() needs batch_size=" + std::to_string(bs) +
+                               " results but only " + std::to_string(in_flight_) +
+                               " envs are in flight; send() more envs first");
+    }
+  }
+  const int64_t batch = recv_batch_;
+  AsyncSet& set = *async_sets_[batch % static_cast<int64_t>(async_sets_.size())];
+  std::vector<std::pair<int64_t, std::string>> errors;
+  {
+    std::unique_lock<std::mutex> lock(ready_mu_);
+    auto ready = [&] { return set.completed_batch == batch || closed_.load(); };
+    if (timeout_s < 0) {
+      ready_cv_.wait(lock, ready);
+    } else if (!ready_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), ready)) {
+      throw TimeoutError("recv() timed out after " + std::to_string(timeout_s) +
+                         " s waiting for " + std::to_string(bs) + " results");
+    }
+    check_open();
+    errors.swap(set.errors);
+    set.rows_done.store(0);
+  }
+  recv_batch_ = batch + 1;
+  const int32_t* env_ids = set.buf->at<int32_t>(BatchBuffers::kEnvId, 0);
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    for (int64_t r = 0; r < bs; ++r) slots_[env_ids[r]].in_flight = false;
+    in_flight_ -= bs;
+    for (const auto& e : errors) slots_[e.first].broken = true;
+  }
+  if (!errors.empty()) raise_env_errors(errors);
+  return set.buf;
+}
+
+void Pool::seed(const std::vector<int64_t>& ids_in, const std::vector<uint64_t>& seeds) {
+  std::lock_guard<std::mutex> api(api_mu_);
+  check_open();
+  std::vector<int64_t> ids = resolve_ids(ids_in);
+  if (seeds.size() != ids.size()) {
+    throw std::invalid_argument("got " + std::to_string(seeds.size()) + " seeds for " +
+                                std::to_string(ids.size()) + " envs");
+  }
+  std::lock_guard<std::mutex> lock(state_mu_);
+  for (size_t j = 0; j < ids.size(); ++j) {
+    if (slots_[ids[j]].in_flight) {
+      throw std::runtime_error("cannot seed env " + std::to_string(ids[j]) +
+                               " while it is in flight");
+    }
+  }
+  for (size_t j = 0; j < ids.size(); ++j) slots_[ids[j]].rng.reseed(seeds[j]);
+}
+
+void Pool::raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& errors) {
+  std::vector<int64_t> ids;
+  std::string msg;
+  for (const auto& e : errors) {
+    ids.push_back(e.first);
+    if (msg.empty()) msg = "env " + std::to_string(e.first) + " raised: " + e.second;
+  }
+  if (errors.size() > 1) msg += " (and " + std::to_string(errors.size() - 1) + " more envs)";
+  msg += "; the failed envs [" + join_ids(ids) +
+         "] must be reset before they are stepped again, the batch holding them is dropped";
+  throw EnvError(msg, ids);
+}
+
+void Pool::worker_loop() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      queue_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      job = queue_.front();
+      if (job->next_chunk.load() >= job->nchunks) {
+        queue_.pop_front();
+        continue;
+      }
+    }
+    run_chunks(*job);
+  }
+}
+
+void Pool::run_chunks(Job& job) {
+  const int64_t n = static_cast<int64_t>(job.ids.size());
+  for (;;) {
+    // Workers abandon async work on close; a sync caller always finishes its
+    // own job, so it never waits for chunks nobody will run.
+    if (job.async && stopping_.load(std::memory_order_relaxed)) return;
+    const int64_t c = job.next_chunk.fetch_add(1);
+    if (c >= job.nchunks) return;
+    const int64_t begin = c * job.chunk;
+    const int64_t end = std::min(n, begin + job.chunk);
+    const auto t0 = Clock::now();
+    for (int64_t j = begin; j < end; ++j) {
+      if (job.async) {
+        run_env(job, job.ids[j]);
+      } else {
+        std::string err = process(job.ids[j], *job.sync_buf, j, job.reset);
+        if (!err.empty()) {
+          std::lock_guard<std::mutex> lock(job.mu);
+          job.errors.emplace_back(job.ids[j], std::move(err));
+        }
+      }
+    }
+    if (end > begin) {
+      const double ns =
+          std::chrono::duration<double, std::nano>(Clock::now() - t0).count() /
+          static_cast<double>(end - begin);
+      const double old = ns_per_env_.load(std::memory_order_relaxed);
+      ns_per_env_.store(old <= 0.0 ? ns : 0.8 * old + 0.2 * ns, std::memory_order_relaxed);
+    }
+    if (job.chunks_done.fetch_add(1) + 1 == job.nchunks && !job.async) {
+      {
+        std::lock_guard<std::mutex> lock(job.mu);
+        job.finished = true;
+      }
+      job.cv.notify_all();
+    }
+  }
+}
+
+void Pool::run_env(Job& job, int64_t env) {
+  const int64_t slot = next_slot_.fetch_add(1);
+  const int64_t bs = config_.batch_size;
+  const int64_t batch = slot / bs;
+  const int64_t row = slot % bs;
+  AsyncSet& set = *async_sets_[batch % static_cast<int64_t>(async_sets_.size())];
+  std::string err = process(env, *set.buf, row, job.reset);
+  if (!err.empty()) {
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    set.errors.emplace_back(env, std::move(err));
+  }
+  if (set.rows_done.fetch_add(1) + 1 == bs) {
+    {
+      std::lock_guard<std::mutex> lock(ready_mu_);
+      set.completed_batch = batch;
+    }
+    ready_cv_.notify_all();
+  }
+}
+
+std::string Pool::process(int64_t env, BatchBuffers& buf, int64_t row, bool reset) {
+  EnvSlot& s = slots_[env];
+  Row out = buf.row(row);
+  double reward = 0.0;
+  bool terminated = false;
+  bool truncated = false;
+  int64_t elapsed = 0;
+  std::string error;
+  const bool same_step = config_.autoreset == AutoReset::kSameStep;
+  try {
+    if (reset || s.needs_reset) {
+      s.env->reset(s.rng, out);
+      s.elapsed = 0;
+      s.started = true;
+      s.needs_reset = false;
+      s.broken = false;
+      if (same_step) {
+        std::memcpy(buf.at<uint8_t>(BatchBuffers::kFinalObs, row), out.obs_bytes(),
+                    fields_[BatchBuffers::kObs].row_bytes);
+      }
+    } else {
+      Action action;
+      action.discrete = act_discrete_[env];
+      action.values = act_values_.data() + env * action_numel_;
+      const StepResult r = s.env->step(action, s.rng, out);
+      elapsed = ++s.elapsed;
+      reward = r.reward;
+      terminated = r.terminated;
+      truncated = r.truncated || (max_episode_steps_ > 0 && elapsed >= max_episode_steps_);
+      if (same_step) {
+        std::memcpy(buf.at<uint8_t>(BatchBuffers::kFinalObs, row), out.obs_bytes(),
+                    fields_[BatchBuffers::kObs].row_bytes);
+        if (terminated || truncated) {
+          s.env->reset(s.rng, out);
+          s.elapsed = 0;
+        }
+      } else if (terminated || truncated) {
+        s.needs_reset = true;
+      }
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  } catch (...) {
+    error = "unknown C++ exception";
+  }
+  if (!error.empty()) {
+    s.broken = true;
+    reward = 0.0;
+    terminated = false;
+    truncated = false;
+  }
+  *buf.at<double>(BatchBuffers::kReward, row) = reward;
+  *buf.at<bool>(BatchBuffers::kTerminated, row) = terminated;
+  *buf.at<bool>(BatchBuffers::kTruncated, row) = truncated;
+  *buf.at<int32_t>(BatchBuffers::kEnvId, row) = static_cast<int32_t>(env);
+  *buf.at<int32_t>(BatchBuffers::kElapsed, row) = static_cast<int32_t>(elapsed);
+  return error;
+}
+
+}  // namespace torchfrag

@@ -1,0 +1,238 @@
+// The async environment pool: many envs, a thread pool, batch buffers.
+//
+// Reading order: BatchBuffers (where results go), PoolConfig (what a pool is
+// built from), Pool (the public operations), then the private machinery
+// (jobs, workers, bookkeeping).
+//
+// Work is distributed per *chunk* of envs, not per env: a job (one step or
+// send call) is cut into chunks that worker threads claim with one atomic
+// increment each, and a chunk steps its envs back to back.  Cheap envs such
+// as CartPole are stepped inline by the calling thread when waking a worker
+// would cost more than the work itself.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "env.h"
+#include "options.h"
+#include "registry.h"
+#include "spec.h"
+
+namespace torchfrag {
+
+// Raised when `recv(timeout)` runs out of time.
+struct TimeoutError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Raised when env code threw on a worker thread.
+struct EnvError : std::runtime_error {
+  EnvError(const std::string& msg, std::vector<int64_t> ids)
+      : std::runtime_error(msg), env_ids(std::move(ids)) {}
+  std::vector<int64_t> env_ids;
+};
+
+// Raised on any use of a closed pool.
+struct ClosedError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One output array of a batch: the batch dimension first, then the spec shape.
+struct FieldSpec {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;  // per-row shape
+  size_t row_bytes;
+};
+
+// Preallocated output arrays for up to `capacity` rows.  Shared with Python
+// (NumPy views hold a reference), so memory outlives the pool if needed.
+class BatchBuffers {
+ public:
+  // Fixed field order; infos follow.
+  enum : size_t { kObs = 0, kReward, kTerminated, kTruncated, kEnvId, kElapsed, kFinalObs };
+
+  BatchBuffers(const std::vector<FieldSpec>& fields, int64_t capacity, size_t first_info,
+               size_t num_infos);
+
+  uint8_t* field(size_t k) { return data_[k].get(); }
+  const std::vector<FieldSpec>& fields() const { return fields_; }
+  int64_t capacity() const { return capacity_; }
+
+  Row row(int64_t r) {
+    return Row(data_[kObs].get() + fields_[kObs].row_bytes * static_cast<size_t>(r),
+               info_bases_.data(), info_row_bytes_.data(), r);
+  }
+  template <typename T>
+  T* at(size_t k, int64_t r) {
+    return reinterpret_cast<T*>(data_[k].get() + fields_[k].row_bytes * static_cast<size_t>(r));
+  }
+
+ private:
+  struct FreeAligned {
+    void operator()(uint8_t* p) const;
+  };
+  std::vector<FieldSpec> fields_;
+  int64_t capacity_;
+  std::vector<std::unique_ptr<uint8_t, FreeAligned>> data_;
+  std::vector<uint8_t*> info_bases_;
+  std::vector<size_t> info_row_bytes_;
+};
+
+enum class AutoReset { kNextStep, kSameStep };
+
+struct PoolConfig {
+  std::string env_id;
+  int64_t num_envs = 1;
+  int64_t batch_size = 0;   // 0: num_envs
+  int64_t num_threads = 0;  // 0: min(num_envs, hardware threads)
+  std::vector<uint64_t> seeds;  // one per env (already derived)
+  AutoReset autoreset = AutoReset::kNextStep;
+  std::map<std::string, OptionValue> options;
+};
+
+// Actions of a call, already converted to the pool's internal types and
+// checked for finiteness by the caller (bindings).  `discrete` has n entries,
+// `values` has n * action numel entries; exactly one is non-null for a step.
+struct ActionBatch {
+  const int64_t* discrete = nullptr;
+  const double* values = nullptr;
+};
+
+class Pool {
+ public:
+  explicit Pool(PoolConfig config);
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  const EnvSpec& spec() const { return spec_; }
+  const std::vector<FieldSpec>& fields() const { return fields_; }
+  int64_t num_envs() const { return config_.num_envs; }
+  int64_t batch_size() const { return config_.batch_size; }
+  int64_t num_threads() const { return static_cast<int64_t>(workers_.size()); }
+  AutoReset autoreset() const { return config_.autoreset; }
+  size_t first_info_field() const { return first_info_; }
+
+  // Sync: reset or step the given envs (all when `ids` is empty) and return
+  // the batch; row j belongs to ids[j].  The returned buffers are reused two
+  // sync calls later.
+  std::shared_ptr<BatchBuffers> reset(const std::vector<int64_t>& ids);
+  std::shared_ptr<BatchBuffers> step(const std::vector<int64_t>& ids, const ActionBatch& actions);
+
+  // Async: start stepping (or resetting) envs; results arrive through recv()
+  // in batches of batch_size rows, first finished first.
+  void send(const std::vector<int64_t>& ids, const ActionBatch& actions, bool reset);
+  // Wait for the next batch. timeout < 0: wait as long as it takes (it always
+  // ends: recv refuses to wait for a batch that cannot fill up).
+  std::shared_ptr<BatchBuffers> recv(double timeout_s);
+
+  // New seeds for the given envs, used from their next reset.
+  void seed(const std::vector<int64_t>& ids, const std::vector<uint64_t>& seeds);
+
+  int64_t in_flight() const;
+  bool closed() const { return closed_.load(); }
+  // Stop workers (finishing the chunk each is on) and free the envs. Idempotent.
+  void close();
+
+ private:
+  struct EnvSlot {
+    std::unique_ptr<Env> env;
+    Rng rng;
+    int64_t elapsed = 0;
+    bool started = false;      // reset at least once
+    bool needs_reset = false;  // next_step mode: finished, reset on next step
+    bool broken = false;       // env code threw; must be reset
+    bool in_flight = false;
+  };
+
+  struct Job {
+    std::vector<int64_t> ids;
+    bool reset = false;
+    bool async = false;
+    std::shared_ptr<BatchBuffers> sync_buf;  // sync jobs: row j <- ids[j]
+    int64_t chunk = 1;
+    int64_t nchunks = 1;
+    bool run_inline = false;  // cheap enough to run on the calling thread
+    std::atomic<int64_t> next_chunk{0};
+    std::atomic<int64_t> chunks_done{0};
+    std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false;
+    std::vector<std::pair<int64_t, std::string>> errors;  // guarded by mu
+  };
+
+  // An async batch slot: rows are claimed in order; ready when all are written.
+  struct AsyncSet {
+    std::shared_ptr<BatchBuffers> buf;
+    std::atomic<int64_t> rows_done{0};
+    int64_t completed_batch = -1;  // guarded by ready_mu_
+    std::vector<std::pair<int64_t, std::string>> errors;  // guarded by ready_mu_
+  };
+
+  void check_open() const;
+  std::vector<int64_t> resolve_ids(const std::vector<int64_t>& ids) const;
+  void validate_for_step(const std::vector<int64_t>& ids, const ActionBatch& actions) const;
+  void store_actions(const std::vector<int64_t>& ids, const ActionBatch& actions);
+  std::shared_ptr<Job> make_job(std::vector<int64_t> ids, bool reset, bool async,
+                                int64_t participants);
+  std::shared_ptr<BatchBuffers> run_sync(std::vector<int64_t> ids, bool reset);
+  void run_chunks(Job& job);
+  void run_env(Job& job, int64_t env);
+  // Steps or resets one env into `row` of `buf`; returns an error message or "".
+  std::string process(int64_t env, BatchBuffers& buf, int64_t row, bool reset);
+  void finish_async_row(int64_t batch, const std::string& error, int64_t env);
+  void worker_loop();
+  static void raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& errors);
+
+  PoolConfig config_;
+  EnvSpec spec_;
+  Options options_;
+  std::vector<FieldSpec> fields_;
+  size_t first_info_ = 0;
+  int64_t max_episode_steps_ = 0;
+  int64_t action_numel_ = 1;
+
+  std::vector<EnvSlot> slots_;
+  std::vector<int64_t> act_discrete_;
+  std::vector<double> act_values_;
+
+  // Sync buffers: a ring of two so the previous result stays readable.
+  std::shared_ptr<BatchBuffers> sync_bufs_[2];
+  int sync_turn_ = 0;
+
+  // Async batches.
+  std::vector<std::unique_ptr<AsyncSet>> async_sets_;
+  std::atomic<int64_t> next_slot_{0};
+  int64_t recv_batch_ = 0;
+  mutable std::mutex ready_mu_;
+  std::condition_variable ready_cv_;
+
+  // Bookkeeping of in-flight envs, serialised with the public calls.
+  mutable std::mutex state_mu_;
+  int64_t in_flight_ = 0;
+  std::mutex api_mu_;  // one sync call at a time; close waits for it
+
+  // Workers.
+  std::vector<std::thread> workers_;
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stop_ = false;  // guarded by queue_mu_
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> closed_{false};
+
+  // Running estimate of the cost of one env step, to size chunks.
+  std::atomic<double> ns_per_env_{0.0};
+};
+
+}  // namespace torchfrag

@@ -1,0 +1,68 @@
+"""Builds torchfrag._C (the C++ env pool) with pybind11; no libtorch involved.
+
+Native dependencies (ALE, MuJoCo) contribute their flags through the modules
+in ``build_tools/``.  ``TORCHFRAG_SANITIZE=address|thread`` builds an
+instrumented extension for the sanitizer test scripts.
+"""
+from __future__ import annotations
+
+import glob
+import importlib
+import os
+import sys
+
+from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
+from setuptools import setup
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, ROOT)
+
+ParallelCompile("TORCHFRAG_BUILD_JOBS", default=0).install()
+
+
+def _native_args() -> dict:
+    """Merge the flags each build_tools module contributes."""
+    merged: dict[str, list] = {}
+    build_temp = os.path.join(ROOT, "build", "native")
+    os.makedirs(build_temp, exist_ok=True)
+    for path in sorted(glob.glob(os.path.join(ROOT, "build_tools", "[a-z]*.py"))):
+        module = importlib.import_module(f"build_tools.{os.path.basename(path)[:-3]}")
+        if not hasattr(module, "ext_args"):
+            continue
+        for key, value in module.ext_args(build_temp).items():
+            merged.setdefault(key, []).extend(value)
+    return merged
+
+
+def _sanitizer_flags() -> tuple[list[str], list[str]]:
+    mode = os.environ.get("TORCHFRAG_SANITIZE", "").strip()
+    if not mode:
+        return [], []
+    if mode == "address":
+        flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+    elif mode == "thread":
+        flags = ["-fsanitize=thread", "-fno-omit-frame-pointer"]
+    else:
+        raise SystemExit(f"TORCHFRAG_SANITIZE must be 'address' or 'thread', got {mode!r}")
+    return flags + ["-O1", "-g"], flags
+
+
+native = _native_args()
+san_compile, san_link = _sanitizer_flags()
+sources = sorted(glob.glob("csrc/*.cpp")) + sorted(glob.glob("csrc/envs/*.cpp"))
+sources += [s for s in native.pop("sources", []) if s not in sources]
+
+ext = Pybind11Extension(
+    "torchfrag._C",
+    sources,
+    include_dirs=["csrc"] + native.pop("include_dirs", []),
+    library_dirs=native.pop("library_dirs", []),
+    libraries=native.pop("libraries", []),
+    define_macros=native.pop("define_macros", []),
+    extra_compile_args=(["-O3"] if not san_compile else []) + san_compile
+    + native.pop("extra_compile_args", []),
+    extra_link_args=san_link + native.pop("extra_link_args", []),
+    cxx_std=17,
+)
+
+setup(ext_modules=[ext], cmdclass={"build_ext": build_ext})

@@ -1,0 +1,51 @@
+"""Native env pools: build, inspect, and use them from NumPy, Gymnasium or TorchRL.
+
+Example:
+    >>> import numpy as np
+    >>> from torchfrag.envs import make, list_envs
+    >>> pool = make("CartPole-v1", num_envs=8, batch_size=4, seed=0)
+    >>> pool.async_reset()
+    >>> obs, reward, terminated, truncated, info = pool.recv()
+    >>> sorted(info["env_id"].tolist())[:1]
+    [0]
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from torchfrag.envs.gymnasium_adapter import (
+    PoolSingleEnv,
+    PoolVectorEnv,
+    make_gymnasium,
+    register_gymnasium_envs,
+)
+from torchfrag.envs.pool import EnvError, EnvPool, PoolClosedError, make, per_env_seeds
+from torchfrag.envs.spec import ArrayInfo, EnvSpec, OptionInfo, list_envs, spec
+
+register_gymnasium_envs()
+
+__all__ = [
+    "ArrayInfo",
+    "EnvError",
+    "EnvPool",
+    "EnvSpec",
+    "OptionInfo",
+    "PoolClosedError",
+    "PoolSingleEnv",
+    "PoolVectorEnv",
+    "list_envs",
+    "make",
+    "make_gymnasium",
+    "per_env_seeds",
+    "register_gymnasium_envs",
+    "spec",
+    "PoolEnv",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # TorchRL is heavy to import; PoolEnv loads it on first use.
+    if name == "PoolEnv":
+        return importlib.import_module("torchfrag.envs.torchrl_env").PoolEnv
+    raise AttributeError(f"module 'torchfrag.envs' has no attribute {name!r}")

@@ -1,0 +1,252 @@
+"""The Python face of the C++ env pool: :func:`make` and :class:`EnvPool`."""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from torchfrag._native import C
+from torchfrag.envs.spec import EnvSpec
+
+logger = logging.getLogger(__name__)
+
+EnvError = C.EnvError
+PoolClosedError = C.PoolClosedError
+
+AUTORESET_MODES = ("next_step", "same_step")
+_MAX_SEED = 2**64
+
+
+def per_env_seeds(seed: int | Sequence[int] | None, num_envs: int) -> list[int]:
+    """Turns a pool seed (or one seed per env) into the seeds the envs use.
+
+    Env ``i`` of a pool seeded with ``seed`` draws from ``hash(seed, i)``, so
+    its trajectory depends neither on ``num_threads`` nor on the order async
+    results arrive in. ``None`` draws a seed from the OS.
+    """
+    if seed is None:
+        seed = int.from_bytes(os.urandom(8), "little")
+    if isinstance(seed, (bool, np.bool_)):
+        raise TypeError("seed must be an int or a sequence of ints, got bool")
+    if isinstance(seed, (int, np.integer)):
+        seed = int(seed)
+        if not 0 <= seed < _MAX_SEED:
+            raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+        return [C.env_seed(seed, i) for i in range(num_envs)]
+    seeds = [int(s) for s in seed]
+    if len(seeds) != num_envs:
+        raise ValueError(f"got {len(seeds)} seeds for {num_envs} envs")
+    for s in seeds:
+        if not 0 <= s < _MAX_SEED:
+            raise ValueError(f"seeds must be in [0, 2**64), got {s}")
+    return seeds
+
+
+class EnvPool:
+    """A batch of native envs stepped by a C++ thread pool, GIL released.
+
+    Sync use: :meth:`reset` then :meth:`step` with one action per env; rows
+    come back in request order. Async use: :meth:`async_reset` or
+    :meth:`send`, then :meth:`recv`, which returns the first ``batch_size``
+    envs to finish, tagged by ``info["env_id"]``.
+
+    Returned arrays are views of buffers the pool owns and reuses: a sync
+    result stays valid until the second following sync call, an async batch
+    until the next :meth:`recv`. Copy what you keep longer.
+
+    Auto-reset: with ``"next_step"`` (Gymnasium's default), the step after a
+    finished episode ignores the action, resets the env and returns the first
+    observation with reward 0. With ``"same_step"`` the env is reset in the
+    same call: ``obs`` is the new episode's first observation and
+    ``info["final_obs"]`` holds the step's own observation (for every row; it
+    differs from ``obs`` exactly where the episode ended).
+
+    Args:
+        env_id: A registered id, see :func:`torchfrag.envs.list_envs`.
+        num_envs: Number of envs.
+        batch_size: Rows per :meth:`recv` (async); defaults to ``num_envs``.
+        num_threads: Worker threads; defaults to ``min(num_envs, cores)``.
+        seed: Pool seed, or one seed per env, or ``None`` for a random seed.
+        autoreset: ``"next_step"`` or ``"same_step"``.
+        **options: Env options (see ``spec(env_id).options``); physical
+            parameters marked ``per_env`` accept one value per env.
+
+    Example:
+        >>> import numpy as np
+        >>> from torchfrag.envs import make
+        >>> pool = make("CartPole-v1", num_envs=4, seed=0)
+        >>> obs, info = pool.reset()
+        >>> obs.shape
+        (4, 4)
+        >>> obs, reward, terminated, truncated, info = pool.step(np.zeros(4, dtype=np.int64))
+        >>> reward.tolist()
+        [1.0, 1.0, 1.0, 1.0]
+        >>> pool.close()
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int = 1,
+        batch_size: int | None = None,
+        num_threads: int | None = None,
+        seed: int | Sequence[int] | None = 0,
+        autoreset: str = "next_step",
+        **options: Any,
+    ) -> None:
+        for name, value in (("num_envs", num_envs), ("batch_size", batch_size),
+                            ("num_threads", num_threads)):
+            if value is not None and (isinstance(value, bool) or not isinstance(
+                    value, (int, np.integer))):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if num_envs <= 0:
+            raise ValueError(f"num_envs must be a positive integer, got {num_envs}")
+        if batch_size is not None and not 1 <= batch_size <= num_envs:
+            raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
+        if num_threads is not None and num_threads <= 0:
+            raise ValueError(f"num_threads must be a positive integer, got {num_threads}")
+        if autoreset not in AUTORESET_MODES:
+            raise ValueError(f"autoreset must be one of {AUTORESET_MODES}, got {autoreset!r}")
+        self.env_id = env_id
+        self.autoreset = autoreset
+        self.options = dict(options)
+        self._pool = C.Pool(env_id, int(num_envs), int(batch_size or 0), int(num_threads or 0),
+                            per_env_seeds(seed, num_envs), autoreset, options)
+        self.spec = EnvSpec.from_native(C.env_spec(env_id, options))
+        logger.debug("made %s x%d (batch %d, %d threads)", env_id, self.num_envs,
+                     self.batch_size, self.num_threads)
+
+    # -- sizes and spaces ---------------------------------------------------------
+    @property
+    def num_envs(self) -> int:
+        """Number of envs in the pool."""
+        return self._pool.num_envs
+
+    @property
+    def batch_size(self) -> int:
+        """Rows returned by each :meth:`recv`."""
+        return self._pool.batch_size
+
+    @property
+    def num_threads(self) -> int:
+        """Worker threads stepping envs."""
+        return self._pool.num_threads
+
+    @property
+    def observation_space(self):
+        """Space of one env's observation."""
+        return self.spec.observation_space
+
+    @property
+    def action_space(self):
+        """Space of one env's action."""
+        return self.spec.action_space
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._pool.closed
+
+    @property
+    def in_flight(self) -> int:
+        """Envs sent and not yet returned by :meth:`recv`."""
+        return self._pool.in_flight
+
+    # -- sync ---------------------------------------------------------------------
+    def reset(self, env_ids: Sequence[int] | np.ndarray | None = None,
+              seed: int | Sequence[int] | None = None) -> tuple[np.ndarray, dict]:
+        """Resets envs (all by default) and returns ``(obs, info)``.
+
+        Args:
+            env_ids: Envs to reset; rows follow this order.
+            seed: Reseed before resetting: a pool seed (env ``i`` gets
+                ``hash(seed, i)``, as at construction) or one seed per reset env.
+        """
+        if seed is not None:
+            self.seed(seed, env_ids)
+        return self._pool.reset(env_ids)
+
+    def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Steps envs (all by default): ``(obs, reward, terminated, truncated, info)``.
+
+        ``info`` holds ``env_id``, ``elapsed_step``, the env's own infos and,
+        with ``autoreset="same_step"``, ``final_obs``.
+        """
+        return self._pool.step(actions, env_ids)
+
+    def seed(self, seed: int | Sequence[int],
+             env_ids: Sequence[int] | np.ndarray | None = None) -> None:
+        """Reseeds envs; the new seeds take effect at their next reset."""
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            seeds = [per_env_seeds(int(seed), self.num_envs)[int(i)] for i in ids]
+        else:
+            seeds = per_env_seeds(seed, len(ids))
+        self._pool.seed(ids, seeds)
+
+    # -- async --------------------------------------------------------------------
+    def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
+        """Starts stepping envs (all by default) without waiting."""
+        self._pool.send(actions, env_ids)
+
+    def async_reset(self, env_ids: Sequence[int] | np.ndarray | None = None,
+                    seed: int | Sequence[int] | None = None) -> None:
+        """Starts resetting envs (all by default); results arrive via :meth:`recv`."""
+        if seed is not None:
+            self.seed(seed, env_ids)
+        self._pool.async_reset(env_ids)
+
+    def recv(self, timeout: float | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Waits for the next ``batch_size`` results.
+
+        Raises:
+            TimeoutError: Nothing arrived within ``timeout`` seconds.
+            RuntimeError: Fewer than ``batch_size`` envs are in flight (the
+                call would wait forever).
+            EnvError: An env raised in a worker thread.
+        """
+        return self._pool.recv(timeout)
+
+    # -- lifetime -----------------------------------------------------------------
+    def close(self) -> None:
+        """Stops the worker threads and frees the envs. Idempotent."""
+        self._pool.close()
+
+    def __enter__(self) -> EnvPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"EnvPool({self.env_id!r}, num_envs={self.num_envs}, batch_size={self.batch_size},"
+                f" num_threads={self.num_threads}, autoreset={self.autoreset!r})")
+
+
+def make(
+    env_id: str,
+    num_envs: int = 1,
+    batch_size: int | None = None,
+    num_threads: int | None = None,
+    seed: int | Sequence[int] | None = 0,
+    autoreset: str = "next_step",
+    **options: Any,
+) -> EnvPool:
+    """Builds an :class:`EnvPool` of ``num_envs`` copies of ``env_id``.
+
+    See :class:`EnvPool` for the arguments.
+
+    Example:
+        >>> from torchfrag.envs import make
+        >>> with make("Pendulum-v1", num_envs=2, g=[9.81, 3.7]) as pool:
+        ...     obs, info = pool.reset()
+        >>> obs.shape
+        (2, 3)
+    """
+    return EnvPool(env_id, num_envs=num_envs, batch_size=batch_size, num_threads=num_threads,
+                   seed=seed, autoreset=autoreset, **options)

@@ -15,7 +15,12 @@ __version__ = "0.1.0"
 _LAZY = {"envs", "collectors", "fragments", "graph", "policies", "runtime", "algos"}
 
 
+_ATTRS = {"Fragment": "torchfrag.fragments", "capture": "torchfrag.graph"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _ATTRS:
+        return getattr(importlib.import_module(_ATTRS[name]), name)
     if name in _LAZY:
         return importlib.import_module(f"torchfrag.{name}")
     raise AttributeError(f"module 'torchfrag' has no attribute {name!r}")

@@ -1,0 +1,144 @@
+"""Timing, tables, JSON and plots shared by the benchmarks.
+
+The machine the benchmarks run on is shared and noisy, so every comparison
+is made in one run: the systems are measured in alternating order (reversed on
+every other repeat) and reported as medians, next to the peer's figure and the
+ratio.
+
+Example:
+    >>> from benchmarks._common import alternate, rate
+    >>> results = alternate({"a": lambda: rate(lambda: 10, 0.01)}, repeats=3)
+    >>> len(results["a"])
+    3
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def rate(step: Callable[[], int], min_time: float, warmup: int = 3) -> float:
+    """Calls ``step`` (which returns how many frames it produced) for at least
+    ``min_time`` seconds after ``warmup`` calls; returns frames per second."""
+    for _ in range(warmup):
+        step()
+    frames = 0
+    start = time.perf_counter()
+    while True:
+        frames += step()
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time:
+            return frames / elapsed
+
+
+def alternate(systems: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
+    """Measures every system ``repeats`` times, alternating the order.
+
+    Args:
+        systems: Name -> a callable that runs one measurement and returns a rate.
+        repeats: Measurements per system.
+
+    Returns:
+        Name -> list of rates, one per repeat.
+    """
+    out: dict[str, list[float]] = {name: [] for name in systems}
+    names = list(systems)
+    for r in range(repeats):
+        order = names if r % 2 == 0 else names[::-1]
+        for name in order:
+            out[name].append(systems[name]())
+    return out
+
+
+def median(values: Sequence[float]) -> float:
+    """Median, or NaN for an empty sequence."""
+    return statistics.median(values) if values else float("nan")
+
+
+def fmt_rate(x: float | None) -> str:
+    """A rate as a short human string (``12.3k``, ``4.56M``)."""
+    if x is None or x != x:
+        return "-"
+    for div, unit in ((1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def fmt_ratio(x: float | None) -> str:
+    """A ratio as ``2.31x`` (``-`` when undefined)."""
+    return "-" if x is None or x != x else f"{x:.2f}x"
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "") -> str:
+    """Prints (and returns) a plain-text table with aligned columns."""
+    cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    if title:
+        lines.append(title)
+    for k, row in enumerate(cells):
+        lines.append("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    text = "\n".join(lines)
+    print(text, flush=True)
+    return text
+
+
+def machine_info() -> dict[str, Any]:
+    """Where the numbers were taken."""
+    return {
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+def write_json(name: str, payload: dict[str, Any]) -> str:
+    """Writes ``benchmarks/results/<name>.json`` and returns its path."""
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    path = os.path.join(RESULTS_DIR, f"{name}.json")
+    payload = {"machine": machine_info(), **payload}
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=2, default=float)
+    return path
+
+
+def bar_plot(name: str, groups: Sequence[str], series: dict[str, Sequence[float]],
+             ylabel: str, title: str, log: bool = True) -> str:
+    """Grouped bar chart ``benchmarks/results/<name>.png``; returns its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    x = np.arange(len(groups))
+    width = 0.8 / max(1, len(series))
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(groups) + 2), 4.5))
+    for k, (label, values) in enumerate(series.items()):
+        vals = [v if v == v and v is not None else 0.0 for v in values]
+        ax.bar(x + (k - (len(series) - 1) / 2) * width, vals, width, label=label)
+    ax.set_xticks(x)
+    ax.set_xticklabels(groups, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if log:
+        ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(RESULTS_DIR, f"{name}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,409 @@
+"""The env pool as a TorchRL environment: :class:`PoolEnv`.
+
+:class:`PoolEnv` wraps a same-step auto-resetting :class:`~torchfrag.envs.EnvPool`
+in TorchRL's :class:`~torchrl.envs.EnvBase`, so it works wherever a TorchRL env
+does (``env.rollout``, :class:`~torchrl.envs.TransformedEnv`, TorchRL's
+collectors) while stepping every env with one C++ call per step.
+
+How auto-reset maps onto TorchRL. The pool resets a finished env in the very
+call that finished it and hands back both observations: the terminal one (kept
+under ``"next"``, so no extra zero-reward transition appears at episode
+boundaries) and the new episode's first one, which :class:`PoolEnv` caches.
+A later partial reset (``"_reset"``) of such an env is served from that cache
+without calling the pool again; resetting an env that is not waiting for a
+reset, or one that was reseeded, resets it for real.
+
+Example:
+    >>> from torchfrag.envs import PoolEnv
+    >>> env = PoolEnv("CartPole-v1", num_envs=4, seed=0)
+    >>> td = env.rollout(10, break_when_any_done=False)
+    >>> td.batch_size
+    torch.Size([4, 10])
+    >>> td["next", "reward"].shape
+    torch.Size([4, 10, 1])
+    >>> env.close()
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from tensordict import TensorDict, TensorDictBase
+from torchrl.data import Bounded, Categorical, Composite, Unbounded
+from torchrl.envs import EnvBase
+
+from torchfrag.envs.pool import EnvPool
+from torchfrag.envs.spec import EnvSpec
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PoolEnv", "observation_spec_from", "action_spec_from"]
+
+_NP_TO_TORCH = {
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float64): torch.float64,
+    np.dtype(np.uint8): torch.uint8,
+    np.dtype(np.int8): torch.int8,
+    np.dtype(np.int16): torch.int16,
+    np.dtype(np.int32): torch.int32,
+    np.dtype(np.int64): torch.int64,
+    np.dtype(np.bool_): torch.bool,
+}
+
+#: Info names that are pool bookkeeping rather than env infos.
+_POOL_INFOS = ("env_id", "final_obs")
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    try:
+        return _NP_TO_TORCH[np.dtype(dtype)]
+    except KeyError:
+        raise TypeError(f"no torch dtype for numpy dtype {dtype}") from None
+
+
+def _array_spec(shape: tuple[int, ...], dtype: np.dtype, low: np.ndarray | None,
+                high: np.ndarray | None, device: torch.device | None):
+    tdtype = _torch_dtype(dtype)
+    if low is not None and high is not None:
+        low = np.broadcast_to(np.asarray(low, dtype=np.float64), shape)
+        high = np.broadcast_to(np.asarray(high, dtype=np.float64), shape)
+        if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
+            lo = torch.as_tensor(low.copy(), dtype=tdtype)
+            hi = torch.as_tensor(high.copy(), dtype=tdtype)
+            return Bounded(low=lo, high=hi, shape=shape, dtype=tdtype, device=device)
+    return Unbounded(shape=shape, dtype=tdtype, device=device)
+
+
+def observation_spec_from(spec: EnvSpec, num_envs: int, info_keys: Sequence[str],
+                          device: torch.device | None = None) -> Composite:
+    """Builds the observation :class:`~torchrl.data.Composite` of a pool.
+
+    Args:
+        spec: The pool's :class:`~torchfrag.envs.EnvSpec`.
+        num_envs: Leading batch dimension.
+        info_keys: Infos exposed as extra observation entries. ``"elapsed_step"``
+            maps to an int32 entry of shape ``[num_envs]``.
+        device: Spec device.
+
+    Example:
+        >>> from torchfrag.envs import spec
+        >>> from torchfrag.envs.torchrl_env import observation_spec_from
+        >>> observation_spec_from(spec("CartPole-v1"), 8, [])["observation"].shape
+        torch.Size([8, 4])
+    """
+    space = spec.observation_space
+    if not isinstance(space, spaces.Box):
+        raise TypeError(f"unsupported observation space {space}")
+    entries: dict[str, Any] = {
+        "observation": _array_spec((num_envs, *space.shape), space.dtype, space.low, space.high,
+                                   device),
+    }
+    for name in info_keys:
+        if name == "elapsed_step":
+            entries[name] = Unbounded(shape=(num_envs,), dtype=torch.int32, device=device)
+            continue
+        info = spec.infos[name]
+        entries[name] = _array_spec((num_envs, *info.shape), info.dtype, info.low, info.high,
+                                    device)
+    return Composite(entries, shape=(num_envs,), device=device)
+
+
+def action_spec_from(spec: EnvSpec, num_envs: int, device: torch.device | None = None):
+    """Builds the TorchRL action spec of a pool: ``Categorical`` or ``Bounded``.
+
+    Example:
+        >>> from torchfrag.envs import spec
+        >>> from torchfrag.envs.torchrl_env import action_spec_from
+        >>> action_spec_from(spec("CartPole-v1"), 8).n
+        2
+    """
+    space = spec.action_space
+    if isinstance(space, spaces.Discrete):
+        return Categorical(int(space.n), shape=(num_envs,), dtype=torch.int64, device=device)
+    if isinstance(space, spaces.Box):
+        shape = (num_envs, *space.shape)
+        low = torch.as_tensor(np.broadcast_to(space.low, shape).copy(), dtype=torch.float32)
+        high = torch.as_tensor(np.broadcast_to(space.high, shape).copy(), dtype=torch.float32)
+        return Bounded(low=low, high=high, shape=shape, dtype=torch.float32, device=device)
+    raise TypeError(f"unsupported action space {space}")
+
+
+class PoolEnv(EnvBase):
+    """A :class:`~torchfrag.envs.EnvPool` as a batched TorchRL environment.
+
+    Batch size is ``[num_envs]``. Specs come from the pool's spec: observation
+    ``Composite`` with ``"observation"`` (plus the exposed infos), action
+    ``Categorical`` (discrete) or ``Bounded`` (continuous, float32), reward
+    float32 ``[num_envs, 1]`` and ``done``/``terminated``/``truncated`` bool
+    ``[num_envs, 1]``.
+
+    One C++ call steps all envs. Finished envs are auto-reset in that same call;
+    the terminal observation is returned under ``"next"`` and the new first
+    observation serves the following partial reset (:meth:`step_and_maybe_reset`
+    and ``rollout`` never call the pool twice per step).
+
+    Args:
+        env_id: A registered id, see :func:`torchfrag.envs.list_envs`.
+        num_envs: Number of envs (the batch size).
+        num_threads: Worker threads; defaults to ``min(num_envs, cores)``.
+        seed: Pool seed (env ``i`` uses ``hash(seed, i)``), one seed per env,
+            or ``None`` for a random one.
+        device: Where the returned tensors live; results are moved there once
+            per step.
+        info_keys: Infos returned as extra observation entries (in the root and
+            under ``"next"``). ``None``: ``"elapsed_step"`` and every env info.
+            Note: on the step that ends an episode, env infos (not
+            ``elapsed_step``) already describe the new episode's first state.
+        **options: Env options, as for :func:`torchfrag.envs.make`.
+
+    Example:
+        >>> import torch
+        >>> from torchfrag.envs import PoolEnv
+        >>> env = PoolEnv("Pendulum-v1", num_envs=2, seed=1)
+        >>> td = env.reset()
+        >>> td["observation"].shape
+        torch.Size([2, 3])
+        >>> td["action"] = torch.zeros(2, 1)
+        >>> td = env.step(td)
+        >>> td["next", "reward"].shape
+        torch.Size([2, 1])
+        >>> env.close()
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int = 1,
+        *,
+        num_threads: int | None = None,
+        seed: int | Sequence[int] | None = 0,
+        device: torch.device | str | None = None,
+        info_keys: Sequence[str] | None = None,
+        **options: Any,
+    ) -> None:
+        device = torch.device(device) if device is not None else torch.device("cpu")
+        super().__init__(device=device, batch_size=torch.Size([num_envs]))
+        self._pool = EnvPool(env_id, num_envs=num_envs, num_threads=num_threads, seed=seed,
+                             autoreset="same_step", **options)
+        self.env_id = env_id
+        self.num_envs = int(num_envs)
+        self.pool_spec: EnvSpec = self._pool.spec
+        available = ["elapsed_step", *self.pool_spec.infos]
+        if info_keys is None:
+            info_keys = available
+        info_keys = list(info_keys)
+        for name in info_keys:
+            if name not in available:
+                raise ValueError(f"unknown info key {name!r} for {env_id}; available: {available}")
+        self.info_keys: list[str] = info_keys
+        self._make_specs()
+        self.is_closed = False
+
+        n = self.num_envs
+        obs_space = self.pool_spec.observation_space
+        self._obs_dtype = _torch_dtype(obs_space.dtype)
+        self._discrete = isinstance(self.pool_spec.action_space, spaces.Discrete)
+        self._action_shape = () if self._discrete else tuple(self.pool_spec.action_space.shape)
+        # New-episode observations (and infos) of envs the pool auto-reset, kept
+        # until TorchRL asks for the reset; `_pending[i]` marks them valid.
+        self._pending = np.zeros(n, dtype=bool)
+        self._reset_obs = np.zeros((n, *obs_space.shape), dtype=obs_space.dtype)
+        self._reset_infos = {
+            k: np.zeros((n, *self.pool_spec.infos[k].shape), dtype=self.pool_spec.infos[k].dtype)
+            for k in self.info_keys if k != "elapsed_step"
+        }
+        self._done_zeros = torch.zeros((n, 1), dtype=torch.bool)
+
+    @classmethod
+    def make(cls, env_id: str, num_envs: int = 1, **kwargs: Any) -> PoolEnv:
+        """Same as the constructor; mirrors :func:`torchfrag.envs.make`.
+
+        Example:
+            >>> from torchfrag.envs import PoolEnv
+            >>> PoolEnv.make("CartPole-v1", 2).batch_size
+            torch.Size([2])
+        """
+        return cls(env_id, num_envs, **kwargs)
+
+    # -- specs -----------------------------------------------------------------------
+    def _make_specs(self) -> None:
+        n, dev = self.num_envs, self.device
+        self.observation_spec = observation_spec_from(self.pool_spec, n, self.info_keys, dev)
+        self.action_spec = action_spec_from(self.pool_spec, n, dev)
+        self.reward_spec = Unbounded(shape=(n, 1), dtype=torch.float32, device=dev)
+        self.done_spec = Composite(
+            done=Categorical(2, shape=(n, 1), dtype=torch.bool, device=dev),
+            terminated=Categorical(2, shape=(n, 1), dtype=torch.bool, device=dev),
+            truncated=Categorical(2, shape=(n, 1), dtype=torch.bool, device=dev),
+            shape=(n,), device=dev,
+        )
+
+    @property
+    def pool(self) -> EnvPool:
+        """The underlying (same-step auto-reset) :class:`~torchfrag.envs.EnvPool`."""
+        return self._pool
+
+    # -- actions -------------------------------------------------------------------
+    def _action_array(self, action: torch.Tensor | None) -> np.ndarray:
+        if action is None:
+            raise KeyError("PoolEnv.step: the input tensordict has no 'action' entry")
+        if not isinstance(action, torch.Tensor):
+            raise TypeError(f"PoolEnv.step: 'action' must be a tensor, got {type(action).__name__}")
+        n = self.num_envs
+        if self._discrete:
+            if action.dtype.is_floating_point or action.dtype.is_complex or \
+                    action.dtype == torch.bool:
+                raise TypeError(
+                    f"PoolEnv({self.env_id!r}): discrete actions must be an integer tensor of"
+                    f" shape [{n}] (Categorical action spec), got dtype {action.dtype}")
+            if action.shape != (n,):
+                if action.shape == (n, 1):
+                    action = action.reshape(n)
+                else:
+                    hint = ""
+                    if action.shape == (n, int(self.pool_spec.action_space.n)):
+                        hint = (" (looks one-hot: pass indices, e.g. action.argmax(-1), or "
+                                "use a Categorical spec)")
+                    raise ValueError(
+                        f"PoolEnv({self.env_id!r}): expected discrete actions of shape [{n}],"
+                        f" got {list(action.shape)}{hint}")
+        else:
+            want = (n, *self._action_shape)
+            if not action.dtype.is_floating_point:
+                raise TypeError(
+                    f"PoolEnv({self.env_id!r}): continuous actions must be a floating point"
+                    f" tensor of shape {list(want)}, got dtype {action.dtype}")
+            if tuple(action.shape) != want:
+                raise ValueError(
+                    f"PoolEnv({self.env_id!r}): expected continuous actions of shape {list(want)},"
+                    f" got {list(action.shape)}")
+        if action.device.type != "cpu":
+            action = action.cpu()
+        return action.detach().numpy()
+
+    # -- EnvBase API -----------------------------------------------------------------
+    def _to_device(self, td: TensorDictBase) -> TensorDictBase:
+        if self.device.type != "cpu":
+            return td.to(self.device, non_blocking=True)
+        return td
+
+    def _next_td(self, obs: np.ndarray, rew: np.ndarray, term: np.ndarray, trunc: np.ndarray,
+                 info: dict) -> tuple[TensorDictBase, np.ndarray]:
+        """Builds the step output from one pool result and caches reset data."""
+        final = info["final_obs"]
+        terminated = torch.from_numpy(term).clone().unsqueeze_(-1)
+        truncated = torch.from_numpy(trunc).clone().unsqueeze_(-1)
+        data = {
+            "observation": torch.from_numpy(final).clone(),
+            "reward": torch.from_numpy(rew).to(torch.float32).unsqueeze_(-1),
+            "terminated": terminated,
+            "truncated": truncated,
+            "done": terminated | truncated,
+        }
+        for k in self.info_keys:
+            data[k] = torch.from_numpy(info[k]).clone()
+        done = np.logical_or(term, trunc)
+        self._pending[:] = False
+        if done.any():
+            idx = np.flatnonzero(done)
+            self._pending[idx] = True
+            self._reset_obs[idx] = obs[idx]
+            for k, buf in self._reset_infos.items():
+                buf[idx] = info[k][idx]
+        return TensorDict(data, batch_size=self.batch_size), done
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        actions = self._action_array(tensordict.get("action", None))
+        obs, rew, term, trunc, info = self._pool.step(actions)
+        td, _ = self._next_td(obs, rew, term, trunc, info)
+        return self._to_device(td)
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        n = self.num_envs
+        mask = None
+        if tensordict is not None:
+            reset = tensordict.get("_reset", None)
+            if reset is not None:
+                mask = reset.reshape(n).cpu().numpy()
+                if mask.all():
+                    mask = None
+        if mask is None:
+            obs, info = self._pool.reset()
+            self._pending[:] = False
+            data = {"observation": torch.from_numpy(obs).clone()}
+            for k in self.info_keys:
+                data[k] = torch.from_numpy(info[k]).clone()
+        else:
+            ids = np.flatnonzero(mask)
+            real = ids[~self._pending[ids]]
+            if real.size:
+                obs, info = self._pool.reset(real)
+                self._reset_obs[real] = obs
+                for k, buf in self._reset_infos.items():
+                    buf[real] = info[k]
+            self._pending[ids] = False
+            data = {"observation": torch.from_numpy(self._reset_obs.copy())}
+            for k, buf in self._reset_infos.items():
+                data[k] = torch.from_numpy(buf.copy())
+            if "elapsed_step" in self.info_keys:
+                data["elapsed_step"] = torch.zeros(n, dtype=torch.int32)
+        z = torch.zeros((n, 1), dtype=torch.bool)
+        data["done"] = z
+        data["terminated"] = z.clone()
+        data["truncated"] = z.clone()
+        return self._to_device(TensorDict(data, batch_size=self.batch_size))
+
+    def _set_seed(self, seed: int | None) -> None:
+        if seed is None:
+            seed = int.from_bytes(np.random.default_rng().bytes(8), "little")
+        self._pool.seed(int(seed))
+        # New seeds apply from the next real reset: drop cached auto-resets.
+        self._pending[:] = False
+
+    # -- fast path ---------------------------------------------------------------------
+    def _step_and_maybe_reset(self, tensordict: TensorDictBase
+                              ) -> tuple[TensorDictBase, TensorDictBase]:
+        """Steps all envs with one pool call; finished envs start over in the result.
+
+        Returns ``(tensordict, tensordict_)`` as :meth:`EnvBase.step_and_maybe_reset`:
+        ``tensordict`` holds the transition (terminal observations under
+        ``"next"``), ``tensordict_`` the input of the next step.
+        """
+        if tensordict.device != self.device:
+            tensordict = tensordict.to(self.device)
+        tensordict = self.step(tensordict)
+        tensordict_ = self._step_mdp(tensordict)
+        if self._pending.any():
+            idx = torch.from_numpy(np.flatnonzero(self._pending))
+            obs = tensordict_.get("observation").clone()
+            obs[idx.to(obs.device)] = torch.from_numpy(self._reset_obs[self._pending]).to(obs.device)
+            tensordict_.set("observation", obs)
+            for k, buf in self._reset_infos.items():
+                val = tensordict_.get(k).clone()
+                val[idx.to(val.device)] = torch.from_numpy(buf[self._pending]).to(val.device)
+                tensordict_.set(k, val)
+            if "elapsed_step" in self.info_keys:
+                val = tensordict_.get("elapsed_step").clone()
+                val[idx.to(val.device)] = 0
+                tensordict_.set("elapsed_step", val)
+            zeros = torch.zeros((self.num_envs, 1), dtype=torch.bool, device=self.device)
+            for k in ("done", "terminated", "truncated"):
+                tensordict_.set(k, zeros.clone())
+            self._pending[:] = False
+        return tensordict, tensordict_
+
+    # -- lifetime ----------------------------------------------------------------------
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Closes the pool (idempotent)."""
+        pool = self.__dict__.get("_pool")
+        if pool is not None:
+            pool.close()
+        super().close(raise_if_closed=raise_if_closed)
+
+    def __repr__(self) -> str:
+        return (f"PoolEnv({self.env_id!r}, num_envs={self.num_envs}, device={self.device},"
+                f" info_keys={self.info_keys})")

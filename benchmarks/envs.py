@@ -1,0 +1,195 @@
+"""Env-pool throughput: torchfrag vs envpool vs Gymnasium vector envs (classic control).
+
+Every configuration (env, num_envs, sync/async) measures all systems in the
+same run, alternating their order, and reports medians of env steps per
+second plus our ratio to each peer. Results go to
+``benchmarks/results/envs.json`` and ``envs.png``.
+
+Usage:
+    python -m benchmarks.envs            # full table (a few minutes)
+    python -m benchmarks.envs --quick    # fewer configs and repeats
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable
+
+import numpy as np
+
+from benchmarks._common import (
+    alternate,
+    bar_plot,
+    fmt_rate,
+    fmt_ratio,
+    median,
+    print_table,
+    rate,
+    write_json,
+)
+
+log = logging.getLogger("benchmarks.envs")
+
+
+def _actions(env_id: str, n: int, rng: np.random.Generator, count: int = 64) -> list[np.ndarray]:
+    if env_id == "Pendulum-v1":
+        return [rng.uniform(-2, 2, size=(n, 1)).astype(np.float32) for _ in range(count)]
+    return [rng.integers(0, 2, size=n).astype(np.int64) for _ in range(count)]
+
+
+def torchfrag_runner(env_id: str, n: int, mode: str, threads: int, min_time: float
+                     ) -> tuple[Callable[[], float], Callable[[], None]]:
+    from torchfrag.envs import make
+
+    acts = _actions(env_id, n, np.random.default_rng(0))
+    if mode == "sync":
+        pool = make(env_id, num_envs=n, num_threads=threads, seed=0)
+        pool.reset()
+        k = [0]
+
+        def step() -> int:
+            k[0] += 1
+            pool.step(acts[k[0] % len(acts)])
+            return n
+    else:
+        bs = n // 2
+        pool = make(env_id, num_envs=n, batch_size=bs, num_threads=threads, seed=0)
+        pool.async_reset()
+        k = [0]
+        half = [a[:bs] for a in acts]
+
+        def step() -> int:
+            k[0] += 1
+            *_, info = pool.recv()
+            pool.send(half[k[0] % len(half)], info["env_id"])
+            return bs
+    return (lambda: rate(step, min_time)), pool.close
+
+
+def envpool_runner(env_id: str, n: int, mode: str, threads: int, min_time: float
+                   ) -> tuple[Callable[[], float], Callable[[], None]]:
+    import envpool
+
+    acts = _actions(env_id, n, np.random.default_rng(0))
+    if mode == "sync":
+        env = envpool.make(env_id, env_type="gymnasium", num_envs=n, batch_size=n,
+                           num_threads=threads, seed=0)
+        env.reset()
+        ids = np.arange(n, dtype=np.int32)
+        k = [0]
+
+        def step() -> int:
+            k[0] += 1
+            env.step(acts[k[0] % len(acts)], ids)
+            return n
+    else:
+        bs = n // 2
+        env = envpool.make(env_id, env_type="gymnasium", num_envs=n, batch_size=bs,
+                           num_threads=threads, seed=0)
+        env.async_reset()
+        k = [0]
+        half = [a[:bs] for a in acts]
+
+        def step() -> int:
+            k[0] += 1
+            *_, info = env.recv()
+            env.send(half[k[0] % len(half)], info["env_id"])
+            return bs
+    return (lambda: rate(step, min_time)), env.close
+
+
+def gymnasium_runner(kind: str, env_id: str, n: int, min_time: float
+                     ) -> tuple[Callable[[], float], Callable[[], None]]:
+    import gymnasium
+
+    mode = "sync" if kind == "gym_sync" else "async"
+    envs = gymnasium.make_vec(env_id, num_envs=n, vectorization_mode=mode)
+    envs.reset(seed=0)
+    acts = _actions(env_id, n, np.random.default_rng(0))
+    k = [0]
+
+    def step() -> int:
+        k[0] += 1
+        envs.step(acts[k[0] % len(acts)])
+        return n
+    return (lambda: rate(step, min_time)), envs.close
+
+
+def run(env_ids: list[str], sizes: list[int], modes: list[str], repeats: int, min_time: float,
+        threads: int, max_async_procs: int) -> dict:
+    records = []
+    for env_id in env_ids:
+        for n in sizes:
+            for mode in modes:
+                runners: dict[str, Callable[[], float]] = {}
+                closers = []
+                for name, make_runner in (
+                    ("torchfrag", lambda: torchfrag_runner(env_id, n, mode, threads, min_time)),
+                    ("envpool", lambda: envpool_runner(env_id, n, mode, threads, min_time)),
+                ):
+                    fn, close = make_runner()
+                    runners[name] = fn
+                    closers.append(close)
+                # Gymnasium vector envs have one (sync) API: measured once per size.
+                if mode == "sync":
+                    fn, close = gymnasium_runner("gym_sync", env_id, n, min_time)
+                    runners["gym_sync"], _ = fn, closers.append(close)
+                    if n <= max_async_procs:
+                        fn, close = gymnasium_runner("gym_async", env_id, n, min_time)
+                        runners["gym_async"], _ = fn, closers.append(close)
+                log.info("measuring %s n=%d %s", env_id, n, mode)
+                samples = alternate(runners, repeats)
+                for close in closers:
+                    close()
+                med = {k: median(v) for k, v in samples.items()}
+                records.append({"env_id": env_id, "num_envs": n, "mode": mode,
+                                "threads": threads, "samples": samples, "median": med})
+    return {"records": records}
+
+
+def report(result: dict) -> None:
+    rows = []
+    for r in result["records"]:
+        m = r["median"]
+        ours = m["torchfrag"]
+        rows.append([
+            r["env_id"], r["num_envs"], r["mode"],
+            fmt_rate(m.get("envpool")), fmt_rate(ours), fmt_ratio(ours / m["envpool"]),
+            fmt_rate(m.get("gym_sync")), fmt_ratio(ours / m["gym_sync"]) if "gym_sync" in m else "-",
+            fmt_rate(m.get("gym_async")),
+            fmt_ratio(ours / m["gym_async"]) if "gym_async" in m else "-",
+        ])
+        r["ratio_vs_envpool"] = ours / m["envpool"]
+    print_table(["env", "envs", "mode", "envpool", "torchfrag", "vs envpool", "gym sync",
+                 "vs gym sync", "gym async", "vs gym async"], rows,
+                title="env steps/s (medians; ratio = torchfrag / peer)")
+    groups = [f"{r['env_id'].split('-')[0]} n={r['num_envs']} {r['mode']}"
+              for r in result["records"]]
+    series = {}
+    for name in ("torchfrag", "envpool", "gym_sync", "gym_async"):
+        series[name] = [r["median"].get(name, float("nan")) for r in result["records"]]
+    print("wrote", write_json("envs", result))
+    print("wrote", bar_plot("envs", groups, series, "env steps / s",
+                            "Classic control: torchfrag vs envpool vs Gymnasium (2 threads)"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer configs and repeats")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--min-time", type=float, default=None, help="seconds per measurement")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.quick:
+        sizes, repeats, min_time = [16, 256], args.repeats or 3, args.min_time or 0.3
+    else:
+        sizes, repeats, min_time = [16, 64, 256], args.repeats or 5, args.min_time or 0.5
+    result = run(["CartPole-v1", "Pendulum-v1"], sizes, ["sync", "async"], repeats, min_time,
+                 args.threads, max_async_procs=64)
+    result["settings"] = {"repeats": repeats, "min_time": min_time, "threads": args.threads}
+    report(result)
+
+
+if __name__ == "__main__":
+    main()

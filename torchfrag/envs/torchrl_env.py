@@ -396,6 +396,189 @@ class PoolEnv(EnvBase):
             self._pending[:] = False
         return tensordict, tensordict_
 
+    # -- random actions and rollouts -----------------------------------------------
+    def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """Writes a uniformly random ``"action"`` for every env into ``tensordict``.
+
+        Same distribution as ``env.action_spec.rand()``, without the generic
+        ``Composite`` sampling overhead.
+        """
+        if tensordict is None:
+            tensordict = TensorDict(batch_size=self.batch_size, device=self.device)
+        tensordict.set("action", self.action_spec.rand())
+        return tensordict
+
+    def rollout(self, max_steps: int, policy: Any = None, callback: Any = None, *,
+                auto_reset: bool = True, break_when_any_done: bool | None = None,
+                break_when_all_done: bool | None = None, tensordict: TensorDictBase | None = None,
+                **kwargs: Any) -> TensorDictBase:
+        """TorchRL's :meth:`~torchrl.envs.EnvBase.rollout`, with a fast path.
+
+        With ``break_when_any_done=False`` (and no ``callback``, ``out``,
+        ``actions``, ``set_truncated`` or device casting), the rollout is written
+        straight into preallocated ``[num_envs, max_steps]`` tensors, one pool
+        call and one copy per entry and step; the result is the same
+        TensorDict TorchRL's generic loop builds. Other arguments use the
+        generic loop.
+
+        Example:
+            >>> from torchfrag.envs import PoolEnv
+            >>> env = PoolEnv("CartPole-v1", num_envs=3)
+            >>> env.rollout(5, break_when_any_done=False)["next", "done"].shape
+            torch.Size([3, 5, 1])
+        """
+        generic = (
+            break_when_any_done is not False or bool(break_when_all_done) or callback is not None
+            or max_steps < 1
+            or any(kwargs.get(k) not in (None, False) for k in
+                   ("actions", "out", "set_truncated", "auto_cast_to_device", "set_state"))
+            or kwargs.get("storing_device") not in (None, self.device, str(self.device))
+        )
+        if generic:
+            return super().rollout(max_steps, policy, callback, auto_reset=auto_reset,
+                                   break_when_any_done=break_when_any_done,
+                                   break_when_all_done=break_when_all_done,
+                                   tensordict=tensordict, **kwargs)
+        return self._fast_rollout(max_steps, policy, auto_reset, tensordict,
+                                  kwargs.get("trust_policy", False))
+
+    def _fast_rollout(self, max_steps: int, policy: Any, auto_reset: bool,
+                      tensordict: TensorDictBase | None, trust_policy: bool) -> TensorDictBase:
+        from torchrl.envs.utils import _make_compatible_policy
+
+        if policy is not None:
+            policy = _make_compatible_policy(policy, self.observation_spec, env=self,
+                                             fast_wrap=True, trust_policy=trust_policy)
+        if auto_reset:
+            root = self.reset(tensordict)
+        elif tensordict is None:
+            raise RuntimeError("tensordict must be provided when auto_reset is False")
+        else:
+            root = self.maybe_reset(tensordict)
+        n, steps, dev = self.num_envs, int(max_steps), self.device
+        obs_keys = ["observation", *self.info_keys]
+        done_keys = ("done", "terminated", "truncated")
+
+        def alloc(x: torch.Tensor) -> torch.Tensor:
+            return torch.empty((n, steps, *x.shape[1:]), dtype=x.dtype, device=dev)
+
+        obs_spec = self.observation_spec
+        root_out = {k: alloc(obs_spec[k].zero()) for k in obs_keys}
+        next_out = {k: alloc(obs_spec[k].zero()) for k in obs_keys}
+        for k in done_keys:
+            root_out[k] = torch.zeros((n, steps, 1), dtype=torch.bool, device=dev)
+            next_out[k] = torch.empty((n, steps, 1), dtype=torch.bool, device=dev)
+        next_out["reward"] = torch.empty((n, steps, 1), dtype=torch.float32, device=dev)
+        action_spec = self.action_spec
+        action_out = alloc(action_spec.zero())
+        for k in obs_keys:
+            root_out[k][:, 0] = root.get(k)
+        for k in done_keys:
+            root_out[k][:, 0] = root.get(k)
+        extras: dict[Any, list[torch.Tensor]] = {}
+        known = set(obs_keys) | set(done_keys) | {"action"}
+        on_cpu = dev.type == "cpu"
+        # Carried-over root keys (e.g. policy outputs of a previous call) are
+        # refreshed by the policy on every step, as in TorchRL's loop.
+        carried = root.exclude(*known, "next", "_reset")
+        pool, discrete = self._pool, self._discrete
+        elapsed_idx = "elapsed_step" in self.info_keys
+        done = np.zeros(n, dtype=bool)
+        if on_cpu:
+            # NumPy views of the output tensors: per-step writes are plain
+            # strided memcpys, far cheaper than torch indexing.
+            np_next = {k: v.numpy() for k, v in next_out.items()}
+            np_root = {k: v.numpy() for k, v in root_out.items()}
+            np_action = action_out.numpy()
+        rand_n = int(action_spec.n) if (policy is None and discrete) else 0
+        for t in range(steps):
+            if rand_n:
+                action = torch.randint(0, rand_n, (n,), dtype=torch.int64, device=dev)
+                action_np = action.numpy() if on_cpu else action.cpu().numpy()
+            else:
+                if policy is None:
+                    action = action_spec.rand()
+                else:
+                    td_t = TensorDict._new_unsafe(
+                        {k: v[:, t] for k, v in root_out.items()}, batch_size=self.batch_size,
+                        device=dev)
+                    if not carried.is_empty():
+                        td_t.update(carried)
+                    out = policy(td_t)
+                    action = out.get("action")
+                    for key, val in out.items(include_nested=True, leaves_only=True):
+                        if key in known or (isinstance(key, tuple) and key[0] == "next"):
+                            continue
+                        extras.setdefault(key, []).append(val)
+                action_np = self._action_array(action)
+            obs, rew, term, trunc, info = pool.step(action_np)
+            np.logical_or(term, trunc, out=done)
+            if on_cpu:
+                np_action[:, t] = action_np.reshape(np_action.shape[:1] + np_action.shape[2:])
+                np_next["observation"][:, t] = info["final_obs"]
+                np_next["reward"][:, t, 0] = rew
+                np_next["terminated"][:, t, 0] = term
+                np_next["truncated"][:, t, 0] = trunc
+                np_next["done"][:, t, 0] = done
+                for k in self.info_keys:
+                    np_next[k][:, t] = info[k]
+                if t + 1 < steps:
+                    np_root["observation"][:, t + 1] = obs
+                    for k in self.info_keys:
+                        np_root[k][:, t + 1] = info[k]
+                    if elapsed_idx and done.any():
+                        np_root["elapsed_step"][done, t + 1] = 0
+            else:
+                action_out[:, t] = action.to(dev)
+                self._copy_step_to_device(next_out, root_out, t, steps, obs, rew, term, trunc,
+                                          done, info)
+        # Leave the env where TorchRL's loop would: the last step's finished envs
+        # wait for a reset, served from the pool's auto-reset.
+        self._pending[:] = done
+        if done.any():
+            idx = np.flatnonzero(done)
+            self._reset_obs[idx] = obs[idx]
+            for k, buf in self._reset_infos.items():
+                buf[idx] = info[k][idx]
+        data: dict[Any, Any] = dict(root_out)
+        data["action"] = action_out
+        for key, vals in extras.items():
+            data[key] = torch.stack(vals, 1)
+        for key in carried.keys(include_nested=True, leaves_only=True):
+            if key not in extras:
+                data[key] = torch.stack([carried.get(key)] * steps, 1)
+        data["next"] = TensorDict._new_unsafe(next_out, batch_size=torch.Size((n, steps)),
+                                              device=dev)
+        result = TensorDict(data, batch_size=(n, steps), device=dev)
+        result.refine_names(..., "time")
+        return result
+
+    def _copy_step_to_device(self, next_out: dict, root_out: dict, t: int, steps: int,
+                             obs: np.ndarray, rew: np.ndarray, term: np.ndarray,
+                             trunc: np.ndarray, done: np.ndarray, info: dict) -> None:
+        """One step of :meth:`_fast_rollout` on an accelerator: a single host batch moved once."""
+        host = {
+            "observation": torch.from_numpy(info["final_obs"]),
+            "reward": torch.from_numpy(rew).to(torch.float32).unsqueeze(-1),
+            "terminated": torch.from_numpy(term).unsqueeze(-1),
+            "truncated": torch.from_numpy(trunc).unsqueeze(-1),
+            "done": torch.from_numpy(done.copy()).unsqueeze(-1),
+            "root_observation": torch.from_numpy(obs),
+        }
+        for k in self.info_keys:
+            host[k] = torch.from_numpy(info[k])
+        moved = TensorDict._new_unsafe(host, batch_size=self.batch_size).to(
+            self.device, non_blocking=True)
+        for k in ("observation", "reward", "terminated", "truncated", "done", *self.info_keys):
+            next_out[k][:, t] = moved.get(k)
+        if t + 1 < steps:
+            root_out["observation"][:, t + 1] = moved.get("root_observation")
+            for k in self.info_keys:
+                root_out[k][:, t + 1] = moved.get(k)
+            if "elapsed_step" in self.info_keys:
+                d = moved.get("done").squeeze(-1)
+                root_out["elapsed_step"][:, t + 1].masked_fill_(d, 0)
+
     # -- lifetime ----------------------------------------------------------------------
     def close(self, *, raise_if_closed: bool = True) -> None:
         """Closes the pool (idempotent)."""

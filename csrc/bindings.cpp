@@ -385,7 +385,8 @@ PYBIND11_MODULE(_C, m) {
       PyErr_NewException("torchfrag._C.EnvError", PyExc_RuntimeError, nullptr));
   env_error.attr("__doc__") =
       "An env raised inside a worker thread. `env_ids` lists the envs that failed; they must be "
-      "reset before they are stepped again.";
+      "reset before they are stepped again. `batch_env_ids` lists every env whose result was "
+      "dropped with the failing batch (all of them are idle again).";
   m.attr("EnvError") = env_error;
   py::object closed_error = py::reinterpret_steal<py::object>(
       PyErr_NewException("torchfrag._C.PoolClosedError", PyExc_RuntimeError, nullptr));
@@ -398,6 +399,7 @@ PYBIND11_MODULE(_C, m) {
       py::object cls = py::module_::import("torchfrag._C").attr("EnvError");
       py::object inst = cls(e.what());
       inst.attr("env_ids") = py::cast(e.env_ids);
+      inst.attr("batch_env_ids") = py::cast(e.batch_env_ids);
       PyErr_SetObject(cls.ptr(), inst.ptr());
     } catch (const ClosedError& e) {
       py::object cls = py::module_::import("torchfrag._C").attr("PoolClosedError");

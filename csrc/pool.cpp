@@ -311,7 +311,7 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
   if (!job->errors.empty()) {
     std::lock_guard<std::mutex> lock(state_mu_);
     for (const auto& e : job->errors) slots_[e.first].broken = true;
-    raise_env_errors(job->errors);
+    raise_env_errors(job->errors, job->ids);
   }
   return buf;
 }
@@ -387,7 +387,7 @@ std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
     in_flight_ -= bs;
     for (const auto& e : errors) slots_[e.first].broken = true;
   }
-  if (!errors.empty()) raise_env_errors(errors);
+  if (!errors.empty()) raise_env_errors(errors, std::vector<int64_t>(env_ids, env_ids + bs));
   return set.buf;
 }
 
@@ -409,7 +409,8 @@ void Pool::seed(const std::vector<int64_t>& ids_in, const std::vector<uint64_t>&
   for (size_t j = 0; j < ids.size(); ++j) slots_[ids[j]].rng.reseed(seeds[j]);
 }
 
-void Pool::raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& errors) {
+void Pool::raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& errors,
+                            std::vector<int64_t> batch_ids) {
   std::vector<int64_t> ids;
   std::string msg;
   for (const auto& e : errors) {
@@ -419,7 +420,7 @@ void Pool::raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& 
   if (errors.size() > 1) msg += " (and " + std::to_string(errors.size() - 1) + " more envs)";
   msg += "; the failed envs [" + join_ids(ids) +
          "] must be reset before they are stepped again, the batch holding them is dropped";
-  throw EnvError(msg, ids);
+  throw EnvError(msg, ids, std::move(batch_ids));
 }
 
 void Pool::worker_loop() {

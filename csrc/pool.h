@@ -36,9 +36,10 @@ struct TimeoutError : std::runtime_error {
 
 // Raised when env code threw on a worker thread.
 struct EnvError : std::runtime_error {
-  EnvError(const std::string& msg, std::vector<int64_t> ids)
-      : std::runtime_error(msg), env_ids(std::move(ids)) {}
-  std::vector<int64_t> env_ids;
+  EnvError(const std::string& msg, std::vector<int64_t> ids, std::vector<int64_t> batch)
+      : std::runtime_error(msg), env_ids(std::move(ids)), batch_env_ids(std::move(batch)) {}
+  std::vector<int64_t> env_ids;        // envs whose code threw (they need a reset)
+  std::vector<int64_t> batch_env_ids;  // every env of the dropped batch (all idle now)
 };
 
 // Raised on any use of a closed pool.
@@ -192,7 +193,8 @@ class Pool {
   std::string process(int64_t env, BatchBuffers& buf, int64_t row, bool reset);
   void finish_async_row(int64_t batch, const std::string& error, int64_t env);
   void worker_loop();
-  static void raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& errors);
+  static void raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& errors,
+                               std::vector<int64_t> batch_ids);
 
   PoolConfig config_;
   EnvSpec spec_;

@@ -185,6 +185,7 @@ def test_env_exception_in_async_mode() -> None:
         except EnvError as e:
             errors += 1
             assert e.env_ids == [2]
+            assert 2 in e.batch_env_ids and len(e.batch_env_ids) == 2
     assert errors == 1
     assert pool.in_flight == 0
     with pytest.raises(ValueError, match="reset it before"):

@@ -1,0 +1,201 @@
+"""Higher-order fragments that gather trajectories: :class:`Rollout` and :class:`Collect`."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+from torchrl.envs import EnvBase
+
+from torchfrag.fragments.act import Act
+from torchfrag.fragments.base import Fragment
+from torchfrag.fragments.env import EnvStep, env_carry_keys, env_next_keys
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Rollout", "RolloutStep", "Collect", "EpisodeStats"]
+
+
+class RolloutStep(nn.Module):
+    """The per-step body of :class:`Rollout`: act, then step the env.
+
+    ``forward(carry) -> (transition, carry)``; :class:`Rollout` captures it as
+    its own :class:`~torchfrag.graph.FragmentGraph`.
+    """
+
+    def __init__(self, act: Fragment, env_step: EnvStep) -> None:
+        super().__init__()
+        self.act = act
+        self.env_step = env_step
+
+    def forward(self, carry: TensorDictBase) -> Any:
+        carry = self.act(carry)
+        transition, carry = self.env_step(carry)
+        return transition, carry
+
+
+class EpisodeStats:
+    """Running per-env returns/lengths; collects the episodes that finish.
+
+    Example:
+        >>> import torch
+        >>> stats = EpisodeStats()
+        >>> stats.update(torch.ones(2, 3, 1), torch.tensor([[0, 0, 1], [0, 0, 0]]).bool())
+        >>> stats.pop()
+        {'episodes': 1, 'episode_return': 3.0, 'episode_length': 3.0}
+    """
+
+    def __init__(self) -> None:
+        self._ret: torch.Tensor | None = None
+        self._len: torch.Tensor | None = None
+        self.returns: list[float] = []
+        self.lengths: list[int] = []
+
+    def update(self, reward: torch.Tensor, done: torch.Tensor) -> None:
+        """Adds a ``[envs, time(, 1)]`` block of rewards and done flags."""
+        reward = reward.reshape(reward.shape[0], reward.shape[1], -1).sum(-1).double()
+        done = done.reshape(done.shape[0], done.shape[1], -1).any(-1)
+        if self._ret is None or self._ret.shape[0] != reward.shape[0]:
+            self._ret = torch.zeros(reward.shape[0], dtype=torch.float64)
+            self._len = torch.zeros(reward.shape[0], dtype=torch.int64)
+        if not bool(done.any()):
+            self._ret += reward.sum(1)
+            self._len += reward.shape[1]
+            return
+        for t in range(reward.shape[1]):
+            self._ret += reward[:, t]
+            self._len += 1
+            d = done[:, t]
+            if bool(d.any()):
+                self.returns.extend(self._ret[d].tolist())
+                self.lengths.extend(self._len[d].tolist())
+                self._ret[d] = 0
+                self._len[d] = 0
+
+    def pop(self) -> dict[str, float]:
+        """Summary of the episodes finished since the last call (empty when none)."""
+        if not self.returns:
+            return {}
+        out = {"episodes": len(self.returns),
+               "episode_return": sum(self.returns) / len(self.returns),
+               "episode_length": sum(self.lengths) / len(self.lengths)}
+        self.returns, self.lengths = [], []
+        return out
+
+
+class Rollout(Fragment):
+    """Runs ``policy`` in ``env`` for ``steps`` steps; returns a ``[*env_batch, steps]`` TensorDict.
+
+    A higher-order fragment: its per-step body (:class:`RolloutStep`: act,
+    then env step with auto-reset) is itself captured as a
+    :class:`~torchfrag.graph.FragmentGraph` (``rollout.body_graph``), so a
+    distribution policy can place the act and env fragments apart. The env's
+    current state carries over from one call to the next; the first call resets.
+
+    Args:
+        policy: A TorchRL actor (wrapped in :class:`~torchfrag.fragments.Act`) or an act fragment.
+        env: A TorchRL env (:class:`~torchfrag.envs.PoolEnv` or any ``EnvBase``).
+        steps: Steps per call (the time dimension of the output).
+        exploration: Exploration type for :class:`~torchfrag.fragments.Act`.
+
+    Example:
+        >>> import torch
+        >>> from tensordict.nn import TensorDictModule
+        >>> from torchfrag.envs import PoolEnv
+        >>> from torchfrag.fragments import Rollout
+        >>> env = PoolEnv("Pendulum-v1", num_envs=3, seed=0)
+        >>> policy = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["action"])
+        >>> rollout = Rollout(policy, env, steps=5)
+        >>> rollout().batch_size
+        torch.Size([3, 5])
+        >>> [n.name for n in rollout.body_graph.nodes]
+        ['act', 'env_step']
+    """
+
+    impure = True
+    passthrough = False
+
+    def __init__(self, policy: nn.Module, env: EnvBase, steps: int,
+                 exploration: str = "random") -> None:
+        act = policy if isinstance(policy, Fragment) else Act(policy, exploration=exploration)
+        env_step = EnvStep(env, auto_reset=True)
+        carry_keys = env_carry_keys(env)
+        out_keys = list(dict.fromkeys([*carry_keys, *act.out_keys, *env_next_keys(env)]))
+        super().__init__((), out_keys, reads=act.read_parameters() and [act], state=[env])
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        self.body = RolloutStep(act, env_step)
+        self.env = env
+        self.steps = int(steps)
+        from torchfrag.graph import capture
+
+        self.__dict__["body_graph"] = capture(self.body, in_keys=carry_keys, name="RolloutStep")
+        self._step_fn = self.body_graph.module
+        self._carry: TensorDictBase | None = None
+        self._time_dim = len(env.batch_size)
+        self.stats = EpisodeStats()
+        self.frames = 0
+
+    def describe(self) -> str:
+        return f"Rollout({type(self.env).__name__}, steps={self.steps})"
+
+    def reset(self) -> None:
+        """Forgets the carried env state; the next call resets the env."""
+        self._carry = None
+        self.stats = EpisodeStats()
+
+    def forward(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        carry = tensordict if tensordict is not None else self._carry
+        if carry is None:
+            carry = self.env.reset()
+        step = self._step_fn
+        out = []
+        for _ in range(self.steps):
+            transition, carry = step(carry)
+            out.append(transition)
+        self._carry = carry
+        batch = torch.stack(out, dim=self._time_dim)
+        self.frames += batch.numel()
+        if self._time_dim == 1:
+            nxt = batch.get("next")
+            self.stats.update(nxt.get("reward"), nxt.get("done"))
+        return batch
+
+
+class Collect(Fragment):
+    """Takes the next batch from a TorchRL collector (or any iterable of TensorDicts).
+
+    Args:
+        collector: A collector (e.g. :class:`torchfrag.collectors.PoolCollector`
+            or TorchRL's ``Collector``) or an iterable.
+        out_keys: Keys its batches carry (for the graph's key check).
+        policy: The policy module the collector runs (recorded as read parameters).
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from torchfrag.fragments import Collect
+        >>> batches = [TensorDict(x=torch.zeros(2)) for _ in range(3)]
+        >>> Collect(batches, out_keys=["x"])()["x"].shape
+        torch.Size([2])
+    """
+
+    impure = True
+    passthrough = False
+
+    def __init__(self, collector: Iterable[TensorDictBase], out_keys: list[Any] | tuple = (),
+                 policy: nn.Module | None = None) -> None:
+        super().__init__((), out_keys, reads=policy, state=[collector])
+        self.__dict__["collector"] = collector
+        self._it: Any = None
+        self.frames = 0
+
+    def forward(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        if self._it is None:
+            self._it = iter(self.collector)
+        batch = next(self._it)
+        self.frames += batch.numel()
+        return batch

@@ -1,0 +1,12 @@
+"""Executors for captured loops. Only the local executor exists so far.
+
+Example:
+    >>> from torchfrag.runtime import POLICIES
+    >>> POLICIES
+    ('local',)
+"""
+from __future__ import annotations
+
+from torchfrag.runtime.local import POLICIES, Hook, RunResult, run
+
+__all__ = ["POLICIES", "Hook", "RunResult", "run"]

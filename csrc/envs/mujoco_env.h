@@ -1,0 +1,359 @@
+// Shared machinery of the MuJoCo tasks: model loading and caching, the base
+// env (one mjData per env, stepping as Gymnasium's MujocoEnv does), and small
+// numeric helpers that reproduce NumPy's summation order.
+//
+// Alignment with Gymnasium relies on running the very same MuJoCo library
+// calls in the same order: reset is mj_resetData, set qpos/qvel, mj_forward
+// (Gymnasium's set_state); a step copies the action into ctrl, calls mj_step
+// frame_skip times, then mj_rnePostConstraint (which fills cfrc_ext, cacc and
+// cfrc_int; MuJoCo skips them otherwise).  With the same library, the same
+// model file and the state synced after reset, trajectories agree to the bit;
+// reward terms agree to the last few ulps (NumPy's pairwise sums are
+// reproduced; norms and einsum may round differently).
+#pragma once
+
+#include <mujoco/mujoco.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../env.h"
+
+#ifndef TORCHFRAG_MUJOCO_DEFAULT_ASSETS
+#define TORCHFRAG_MUJOCO_DEFAULT_ASSETS ""
+#endif
+
+namespace torchfrag {
+namespace mujoco_envs {
+
+// ------------------------------------------------------------- ownership --
+struct ModelDeleter {
+  void operator()(mjModel* m) const { mj_deleteModel(m); }
+};
+struct DataDeleter {
+  void operator()(mjData* d) const { mj_deleteData(d); }
+};
+// A model is read-only once loaded (mj_step takes `const mjModel*`), so the
+// envs of a pool share one and each owns its mjData.
+using ModelPtr = std::shared_ptr<const mjModel>;
+using DataPtr = std::unique_ptr<mjData, DataDeleter>;
+
+// ----------------------------------------------------------------- paths --
+inline std::string assets_dir() {
+  const char* env = std::getenv("TORCHFRAG_MUJOCO_ASSETS");
+  if (env != nullptr && env[0] != '\0') return env;
+  return TORCHFRAG_MUJOCO_DEFAULT_ASSETS;
+}
+
+// Gymnasium's expand_model_path: '/' and '.' paths as given, '~' expanded,
+// anything else relative to the assets folder; the file must exist.
+inline std::string expand_model_path(const std::string& xml_file) {
+  if (xml_file.empty()) throw std::invalid_argument("xml_file must not be empty");
+  std::string full;
+  if (xml_file[0] == '.' || xml_file[0] == '/') {
+    full = xml_file;
+  } else if (xml_file[0] == '~') {
+    const char* home = std::getenv("HOME");
+    full = std::string(home ? home : "") + xml_file.substr(1);
+  } else {
+    const std::string dir = assets_dir();
+    if (dir.empty()) {
+      throw std::invalid_argument(
+          "cannot resolve xml_file '" + xml_file +
+          "': the folder of Gymnasium's MuJoCo assets is unknown (install gymnasium or set "
+          "TORCHFRAG_MUJOCO_ASSETS, or pass an absolute path)");
+    }
+    full = dir + "/" + xml_file;
+  }
+  struct stat st;
+  if (::stat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    throw std::invalid_argument("xml_file: MuJoCo model file '" + full + "' does not exist");
+  }
+  return full;
+}
+
+// --------------------------------------------------------------- loading --
+// What a spec needs to know about a model, without keeping the model alive.
+struct ModelInfo {
+  int nq = 0, nv = 0, nu = 0, nbody = 0, ntendon = 0, nsite = 0;
+  double timestep = 0.0;
+  std::vector<double> ctrl_low, ctrl_high;  // rounded to float32, as Gymnasium's Box
+  std::vector<std::string> body_names;
+};
+
+struct SpecDeleter {
+  void operator()(mjSpec* s) const { mj_deleteSpec(s); }
+};
+
+// Parse, then compile: the two steps mj_loadXML runs, but compile-time notes
+// (Gymnasium's humanoid models use the deprecated 'settotalmass') stay in the
+// spec instead of going to MuJoCo's default log handler, which would print
+// them and append them to MUJOCO_LOG.TXT in the working directory.  The
+// mujoco Python package loads these files silently too.
+inline std::unique_ptr<mjModel, ModelDeleter> load_model_file(const std::string& path) {
+  char error[1024] = {0};
+  std::unique_ptr<mjSpec, SpecDeleter> spec(mj_parseXML(path.c_str(), nullptr, error, sizeof(error)));
+  if (!spec) {
+    throw std::invalid_argument("xml_file: MuJoCo could not parse '" + path + "': " + error);
+  }
+  std::unique_ptr<mjModel, ModelDeleter> m(mj_compile(spec.get(), nullptr));
+  if (!m) {
+    const char* why = mjs_getError(spec.get());
+    throw std::invalid_argument("xml_file: MuJoCo could not load '" + path + "': " + (why ? why : ""));
+  }
+  return m;
+}
+
+// Models are cached by path and file identity (mtime, size): one parse per
+// pool however many envs it has.  The model cache holds weak references, so
+// a model lives exactly as long as some env uses it; the info cache is plain
+// data and stays, which keeps repeated spec queries cheap.
+class ModelCache {
+ public:
+  static ModelCache& instance() {
+    static ModelCache c;
+    return c;
+  }
+
+  ModelPtr model(const std::string& path) {
+    const std::string key = file_key(path);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = models_.find(key);
+    if (it != models_.end()) {
+      if (ModelPtr m = it->second.lock()) return m;
+    }
+    ModelPtr m(load_model_file(path));  // shared_ptr keeps the deleter
+    models_[key] = m;
+    return m;
+  }
+
+  ModelInfo info(const std::string& path) {
+    const std::string key = file_key(path);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = infos_.find(key);
+      if (it != infos_.end()) return it->second;
+    }
+    ModelPtr m = model(path);
+    ModelInfo info;
+    info.nq = m->nq;
+    info.nv = m->nv;
+    info.nu = m->nu;
+    info.nbody = m->nbody;
+    info.ntendon = m->ntendon;
+    info.nsite = m->nsite;
+    info.timestep = m->opt.timestep;
+    for (int k = 0; k < m->nu; ++k) {
+      info.ctrl_low.push_back(static_cast<float>(m->actuator_ctrlrange[2 * k]));
+      info.ctrl_high.push_back(static_cast<float>(m->actuator_ctrlrange[2 * k + 1]));
+    }
+    for (int b = 0; b < m->nbody; ++b) {
+      const char* name = mj_id2name(m.get(), mjOBJ_BODY, b);
+      info.body_names.emplace_back(name ? name : "");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    infos_[key] = info;
+    return info;
+  }
+
+ private:
+  static std::string file_key(const std::string& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      throw std::invalid_argument("xml_file: MuJoCo model file '" + path + "' does not exist");
+    }
+    return path + "|" + std::to_string(static_cast<long long>(st.st_mtime)) + "|" +
+           std::to_string(static_cast<long long>(st.st_size));
+  }
+
+  std::mutex mu_;
+  std::map<std::string, std::weak_ptr<const mjModel>> models_;
+  std::map<std::string, ModelInfo> infos_;
+};
+
+// ------------------------------------------------------------ numeric ----
+// NumPy's float64 sum (pairwise, eight accumulators): reward terms computed
+// with np.sum round exactly like this.
+inline double np_sum(const double* a, int64_t n) {
+  if (n < 8) {
+    double res = 0.0;
+    for (int64_t i = 0; i < n; ++i) res += a[i];
+    return res;
+  }
+  if (n <= 128) {
+    double r[8];
+    for (int j = 0; j < 8; ++j) r[j] = a[j];
+    int64_t i = 8;
+    for (; i < n - (n % 8); i += 8) {
+      for (int j = 0; j < 8; ++j) r[j] += a[i + j];
+    }
+    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += a[i];
+    return res;
+  }
+  int64_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return np_sum(a, n2) + np_sum(a + n2, n - n2);
+}
+
+// np.sum(np.square(x)) for up to 512 values (larger inputs fall back to a
+// plain loop; no task comes close).
+inline double np_sum_sq(const double* x, int64_t n, double lo = -kInf, double hi = kInf) {
+  double tmp[512];
+  if (n > 512) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = std::min(std::max(x[i], lo), hi);
+      s += v * v;
+    }
+    return s;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = std::min(std::max(x[i], lo), hi);  // np.clip (NaN passes through)
+    tmp[i] = v * v;
+  }
+  return np_sum(tmp, n);
+}
+
+inline double clip(double v, double lo, double hi) { return std::min(std::max(v, lo), hi); }
+
+// np.linalg.norm of a short vector: sqrt(x . x).
+inline double norm(const double* x, int n) {
+  double s = 0.0;
+  for (int i = 0; i < n; ++i) s += x[i] * x[i];
+  return std::sqrt(s);
+}
+
+// Sequential writer into an observation row.
+struct ObsWriter {
+  double* p;
+  void put(double v) { *p++ = v; }
+  void copy(const double* src, int n) {
+    std::memcpy(p, src, sizeof(double) * static_cast<size_t>(n));
+    p += n;
+  }
+  void copy_clipped(const double* src, int n, double lo, double hi) {
+    for (int i = 0; i < n; ++i) *p++ = clip(src[i], lo, hi);
+  }
+};
+
+// ----------------------------------------------------------- spec bits ---
+inline ArraySpec f64_array(std::string name, std::vector<int64_t> shape) {
+  ArraySpec s;
+  s.name = std::move(name);
+  s.dtype = DType::kFloat64;
+  s.shape = std::move(shape);
+  return s;
+}
+inline ArraySpec f64_scalar(std::string name) { return f64_array(std::move(name), {}); }
+
+// Index of the first task-specific info; 0 and 1 are qpos0 and qvel0.
+constexpr size_t kTaskInfo = 2;
+
+// -------------------------------------------------------------- base env --
+// One env: a shared model, its own mjData.  Tasks implement reset_model()
+// (write qpos/qvel into data) and the rest of reset/step around it.
+class MujocoEnv : public Env {
+ public:
+  MujocoEnv(const EnvOptions& o)
+      : model_(ModelCache::instance().model(expand_model_path(o.s("xml_file")))),
+        m_(model_.get()),
+        data_(mj_makeData(m_)),
+        frame_skip_(static_cast<int>(o.i("frame_skip"))) {
+    if (!data_) throw std::runtime_error("mj_makeData failed (out of memory?)");
+    d_ = data_.get();
+    if (frame_skip_ < 1) throw std::invalid_argument("frame_skip must be >= 1");
+    // Gymnasium's dt is a Python float product: the same double here.
+    dt_ = m_->opt.timestep * static_cast<double>(frame_skip_);
+    // Gymnasium's init_qpos/init_qvel: the state of a fresh MjData.
+    init_qpos_.assign(d_->qpos, d_->qpos + m_->nq);
+    init_qvel_.assign(d_->qvel, d_->qvel + m_->nv);
+    qpos0_.assign(m_->nq, 0.0);
+    qvel0_.assign(m_->nv, 0.0);
+  }
+
+  void reset(Rng& rng, const Row& out) final {
+    mj_resetData(m_, d_);
+    reset_model(rng);  // writes d_->qpos and d_->qvel
+    // set_state: Gymnasium also clears act when na == 0 (a no-op), then forwards.
+    mj_forward(m_, d_);
+    std::memcpy(qpos0_.data(), d_->qpos, sizeof(double) * m_->nq);
+    std::memcpy(qvel0_.data(), d_->qvel, sizeof(double) * m_->nv);
+    write_start(out);
+    write_obs(out.obs<double>());
+    write_reset_info(out);
+  }
+
+  StepResult step(const Action& a, Rng&, const Row& out) final {
+    write_start(out);
+    return step_task(a.values, out);
+  }
+
+ protected:
+  virtual void reset_model(Rng& rng) = 0;
+  virtual void write_obs(double* obs) const = 0;
+  // Infos at reset: Gymnasium's reset info, zeros for step-only entries.
+  virtual void write_reset_info(const Row& out) const = 0;
+  virtual StepResult step_task(const double* action, const Row& out) = 0;
+
+  // MujocoEnv.do_simulation: ctrl <- action (MuJoCo clamps it internally
+  // where the actuator is ctrllimited; ctrl itself keeps the raw values),
+  // frame_skip mj_steps, then the post-constraint quantities.
+  void do_simulation(const double* action) {
+    std::memcpy(d_->ctrl, action, sizeof(double) * m_->nu);
+    for (int k = 0; k < frame_skip_; ++k) mj_step(m_, d_);
+    mj_rnePostConstraint(m_, d_);
+  }
+
+  // init + U(-s, s) per element (Gymnasium's np_random.uniform(size=n)).
+  void add_uniform(double* dst, const std::vector<double>& init, int n, double lo, double hi,
+                   Rng& rng) const {
+    for (int k = 0; k < n; ++k) dst[k] = init[k] + rng.uniform(lo, hi);
+  }
+  // init + s * N(0, 1) per element.
+  void add_normal(double* dst, const std::vector<double>& init, int n, double scale,
+                  Rng& rng) const {
+    for (int k = 0; k < n; ++k) dst[k] = init[k] + scale * rng.normal();
+  }
+
+  static double* info(const Row& out, size_t k) { return out.info<double>(k); }
+  static void zero_infos(const Row& out, size_t begin, size_t end) {
+    for (size_t k = begin; k < end; ++k) *info(out, k) = 0.0;
+  }
+
+  int body_id(const char* name) const {
+    const int id = mj_name2id(m_, mjOBJ_BODY, name);
+    if (id < 0) {
+      throw std::invalid_argument(std::string("the MuJoCo model has no body named '") + name +
+                                  "', which this task needs");
+    }
+    return id;
+  }
+
+  ModelPtr model_;
+  const mjModel* m_;
+  DataPtr data_;
+  mjData* d_ = nullptr;
+  int frame_skip_;
+  double dt_ = 0.0;
+  std::vector<double> init_qpos_, init_qvel_;
+  std::vector<double> qpos0_, qvel0_;
+
+ private:
+  void write_start(const Row& out) const {
+    std::memcpy(out.info<double>(0), qpos0_.data(), sizeof(double) * m_->nq);
+    std::memcpy(out.info<double>(1), qvel0_.data(), sizeof(double) * m_->nv);
+  }
+};
+
+}  // namespace mujoco_envs
+}  // namespace torchfrag

@@ -1,0 +1,87 @@
+"""Load MuJoCo's shared library for ``torchfrag._C`` and check its version.
+
+``torchfrag._C`` is compiled against the headers of one MuJoCo version
+(:data:`MUJOCO_VERSION`) and needs exactly that library: MuJoCo's structs
+change layout between versions, so a different library would corrupt memory
+rather than fail cleanly.  :func:`preload` therefore compares the installed
+wheel's version, loads ``libmujoco.so.<version>`` from it with
+``RTLD_GLOBAL`` (so ``torchfrag._C`` binds to the very library the ``mujoco``
+Python package uses) and asks the loaded library for its version.
+
+It also tells the C++ tasks where Gymnasium's MuJoCo models are: the
+environment variable ``TORCHFRAG_MUJOCO_ASSETS`` is set to
+``<gymnasium>/envs/mujoco/assets`` unless the user already set it.  A task's
+``xml_file`` option is resolved against that folder exactly as Gymnasium
+resolves it (absolute, ``./``-relative and ``~`` paths are used as they are).
+Neither ``mujoco`` nor ``gymnasium`` is imported here; both are only located.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import importlib.util
+import os
+
+MUJOCO_VERSION = "4.0.0"
+ASSETS_ENV_VAR = "TORCHFRAG_MUJOCO_ASSETS"
+
+_library: ctypes.CDLL | None = None
+
+
+def _package_dir(name: str) -> str | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.abspath(list(spec.submodule_search_locations)[0])
+
+
+def gymnasium_assets_dir() -> str | None:
+    """Folder of Gymnasium's MuJoCo XML models, or ``None`` without Gymnasium."""
+    gym_dir = _package_dir("gymnasium")
+    if gym_dir is None:
+        return None
+    return os.path.join(gym_dir, "envs", "mujoco", "assets")
+
+
+def preload() -> None:
+    """Check the mujoco version and load ``libmujoco`` globally.
+
+    Raises:
+        ImportError: mujoco is missing, has another version than the one
+            torchfrag was built for, or its library cannot be loaded.
+    """
+    global _library
+    if _library is not None:
+        return
+    mujoco_dir = _package_dir("mujoco")
+    if mujoco_dir is None:
+        raise ImportError(
+            f"torchfrag needs mujoco=={MUJOCO_VERSION} (its MuJoCo tasks are compiled against "
+            f"it), but mujoco is not installed; run `pip install mujoco=={MUJOCO_VERSION}`"
+        )
+    try:
+        installed = importlib.metadata.version("mujoco")
+    except importlib.metadata.PackageNotFoundError:
+        installed = "unknown"
+    if installed != MUJOCO_VERSION:
+        raise ImportError(
+            f"torchfrag was built against mujoco {MUJOCO_VERSION} but mujoco {installed} is "
+            f"installed; install mujoco=={MUJOCO_VERSION} or rebuild torchfrag against "
+            f"mujoco {installed}"
+        )
+    path = os.path.join(mujoco_dir, f"libmujoco.so.{MUJOCO_VERSION}")
+    try:
+        lib = ctypes.CDLL(path, mode=os.RTLD_GLOBAL)
+    except OSError as err:
+        raise ImportError(f"cannot load MuJoCo's library {path}: {err}") from err
+    lib.mj_versionString.restype = ctypes.c_char_p
+    loaded = lib.mj_versionString().decode()
+    if loaded != MUJOCO_VERSION:
+        raise ImportError(
+            f"torchfrag was built against mujoco {MUJOCO_VERSION} but {path} reports "
+            f"version {loaded}; reinstall mujoco=={MUJOCO_VERSION}"
+        )
+    assets = gymnasium_assets_dir()
+    if assets is not None:
+        os.environ.setdefault(ASSETS_ENV_VAR, assets)
+    _library = lib

@@ -10,3 +10,7 @@ from __future__ import annotations
 from torchfrag.runtime.local import POLICIES, Hook, RunResult, run
 
 __all__ = ["POLICIES", "Hook", "RunResult", "run"]
+
+from torchfrag.runtime.checkpoint import CheckpointError, load_checkpoint, save_checkpoint  # noqa: E402
+
+__all__ += ["CheckpointError", "load_checkpoint", "save_checkpoint"]

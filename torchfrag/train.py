@@ -1,0 +1,374 @@
+"""Hydra training entry point: ``python -m torchfrag.train`` (console script ``torchfrag-train``).
+
+Examples (shell)::
+
+    python -m torchfrag.train                                  # PPO on CartPole-v1
+    python -m torchfrag.train env=Pendulum-v1 algo.lr=1e-3 seed=3
+    python -m torchfrag.train -m seed=0,1,2                     # multirun sweep
+    python -m torchfrag.train resume=outputs/.../checkpoints/latest.pt
+
+Every run writes into its Hydra run folder: ``.hydra/`` (the composed
+config), ``train.log``, ``<exp>/scalars/*.csv`` (TorchRL's CSV logger),
+``checkpoints/`` (atomic, checksummed), ``learning_curve.png`` and
+``summary.json``.
+
+Config lookup: the ``conf/`` folder shipped inside the package
+(``torchfrag/conf`` in a wheel), else the repository's top-level ``conf/``
+(checkout or editable install). ``TORCHFRAG_CONF`` overrides both.
+
+Example:
+    >>> from torchfrag.train import config_dir
+    >>> import os
+    >>> os.path.isfile(os.path.join(config_dir(), "config.yaml"))
+    True
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["config_dir", "main", "train", "register_schemas", "compose_config"]
+
+
+# -- config schemas (types checked by Hydra on every override) ------------------------------
+@dataclass
+class EnvConfig:
+    """``env/``: which task. ``options`` go to :func:`torchfrag.envs.make`."""
+
+    id: str = MISSING
+    options: dict[str, Any] = field(default_factory=dict)
+    eval_envs: int = 4
+
+
+@dataclass
+class PPOAlgoConfig:
+    """``algo/ppo``: fields of :class:`torchfrag.algos.ppo.PPOConfig`."""
+
+    name: str = "ppo"
+    num_envs: int = 8
+    steps: int = 128
+    gamma: float = 0.99
+    lmbda: float = 0.95
+    lr: float = 2.5e-4
+    anneal_lr: bool = True
+    total_frames: int = 500_000
+    epochs: int = 4
+    minibatch_size: int = 256
+    clip_epsilon: float = 0.2
+    entropy_coef: float = 0.01
+    critic_coef: float = 0.5
+    loss_critic_type: str = "l2"
+    max_grad_norm: float = 0.5
+    hidden: list[int] = field(default_factory=lambda: [64, 64])
+    reward_scale: float = 1.0
+    normalize_advantage: bool = True
+
+
+@dataclass
+class PolicyConfig:
+    """``policy/``: the distribution policy (only ``local`` so far)."""
+
+    name: str = "local"
+
+
+@dataclass
+class LoggerConfig:
+    """``logger/``: ``csv`` (default), ``tensorboard`` (needs the package) or ``none``."""
+
+    backend: str = "csv"
+    exp_name: str = "train"
+
+
+@dataclass
+class TrainConfig:
+    """Top level of ``conf/config.yaml``."""
+
+    env: EnvConfig = MISSING
+    algo: Any = MISSING
+    policy: PolicyConfig = MISSING
+    logger: LoggerConfig = MISSING
+    seed: int = 0
+    total_frames: int | None = None
+    target_return: float | None = None
+    target_window: int = 20
+    resume: str | None = None
+    checkpoint_every: int = 50
+    eval_episodes: int = 10
+    progress: bool = True
+    plot: bool = True
+
+
+def register_schemas() -> None:
+    """Stores the schemas in Hydra's ConfigStore (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainConfig)
+    cs.store(group="env", name="env_schema", node=EnvConfig)
+    cs.store(group="algo", name="ppo_schema", node=PPOAlgoConfig)
+    cs.store(group="policy", name="policy_schema", node=PolicyConfig)
+    cs.store(group="logger", name="logger_schema", node=LoggerConfig)
+
+
+def config_dir() -> str:
+    """Absolute path of the ``conf/`` folder (see the module docstring)."""
+    env = os.environ.get("TORCHFRAG_CONF")
+    if env:
+        return os.path.abspath(env)
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.path.join(pkg, "conf"), os.path.join(os.path.dirname(pkg), "conf")):
+        if os.path.isfile(os.path.join(cand, "config.yaml")):
+            return cand
+    raise FileNotFoundError(
+        f"torchfrag's conf/ folder was found neither in {pkg} nor next to it; "
+        "reinstall torchfrag or set TORCHFRAG_CONF")
+
+
+def compose_config(overrides: list[str] | None = None) -> DictConfig:
+    """Composes the training config as the CLI would (for tests and notebooks).
+
+    Example:
+        >>> from torchfrag.train import compose_config
+        >>> cfg = compose_config(["env=Pendulum-v1", "seed=3"])
+        >>> cfg.env.id, cfg.seed
+        ('Pendulum-v1', 3)
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_schemas()
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        return compose("config", overrides=list(overrides or []))
+
+
+# -- training -----------------------------------------------------------------------------
+def _check(cfg: DictConfig) -> None:
+    from torchfrag.algos import ALGOS
+    from torchfrag.envs import list_envs
+    from torchfrag.runtime import POLICIES
+
+    if cfg.env.id not in list_envs():
+        raise ValueError(f"unknown env id {cfg.env.id!r}; registered: {sorted(list_envs())}")
+    if cfg.algo.name not in ALGOS:
+        raise ValueError(f"unknown algo {cfg.algo.name!r}; available: {sorted(ALGOS)}")
+    if cfg.policy.name not in POLICIES:
+        raise ValueError(f"unknown policy {cfg.policy.name!r}; available: {list(POLICIES)}")
+    if cfg.logger.backend not in ("csv", "tensorboard", "none"):
+        raise ValueError(f"logger.backend must be csv, tensorboard or none, got {cfg.logger.backend!r}")
+
+
+def _make_logger(cfg: DictConfig, run_dir: str) -> Any:
+    backend = cfg.logger.backend
+    if backend == "none":
+        return None
+    if backend == "tensorboard":
+        import importlib.util
+
+        if importlib.util.find_spec("tensorboard") is None:
+            raise ValueError("logger=tensorboard needs the `tensorboard` package "
+                             "(pip install tensorboard), or use logger=csv")
+        from torchrl.record.loggers import TensorboardLogger
+
+        return TensorboardLogger(cfg.logger.exp_name, log_dir=run_dir)
+    from torchrl.record.loggers import CSVLogger
+
+    return CSVLogger(cfg.logger.exp_name, log_dir=run_dir)
+
+
+def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int) -> list[float]:
+    """Returns of ``episodes`` episodes of the deterministic policy on fresh envs."""
+    import torch
+
+    from torchfrag.algos.ppo import make_env
+    from torchfrag.fragments import Act, EpisodeStats
+
+    n = max(1, min(int(cfg.env.eval_envs), episodes))
+    env = make_env(cfg.env.id, n, seed=seed, **dict(cfg.env.options))
+    act = Act(actor, exploration="deterministic")
+    stats = EpisodeStats()
+    returns: list[float] = []
+    started = torch.zeros(n, dtype=torch.bool)
+    try:
+        carry = env.reset()
+        for _ in range(100_000):
+            transition, carry = env.step_and_maybe_reset(act(carry))
+            nxt = transition.get("next")
+            stats.update(nxt.get("reward").unsqueeze(1), nxt.get("done").unsqueeze(1))
+            returns.extend(stats.returns)
+            stats.returns, stats.lengths = [], []
+            started |= nxt.get("done").reshape(n)
+            if len(returns) >= episodes:
+                break
+    finally:
+        env.close()
+    return returns[:episodes]
+
+
+def _plot(curve: list[tuple[int, float]], evals: list[float], path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if curve:
+        xs, ys = zip(*curve)
+        ax.plot(xs, ys, lw=1, label="training episode return (mean per iteration)")
+    if evals:
+        ax.axhline(sum(evals) / len(evals), color="C3", ls="--", label="final evaluation (mean)")
+    ax.set_xlabel("frames")
+    ax.set_ylabel("episode return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
+    """Trains as configured; returns the run summary (also written to ``summary.json``).
+
+    Args:
+        cfg: A composed config (:func:`compose_config` or Hydra's).
+        run_dir: Output folder; Hydra's run folder when ``None``.
+    """
+    import torch
+    from tqdm import tqdm
+
+    from torchfrag.algos.ppo import PPOConfig, make_ppo
+    from torchfrag.graph import capture
+    from torchfrag.runtime import load_checkpoint, run, save_checkpoint
+
+    _check(cfg)
+    if run_dir is None:
+        from hydra.core.hydra_config import HydraConfig
+
+        run_dir = HydraConfig.get().runtime.output_dir
+    os.makedirs(run_dir, exist_ok=True)
+    ckpt_dir = os.path.join(run_dir, "checkpoints")
+    algo = OmegaConf.to_container(cfg.algo, resolve=True)
+    if cfg.total_frames is not None:
+        algo["total_frames"] = int(cfg.total_frames)
+    pcfg = PPOConfig.from_dict(algo)
+    loop = make_ppo(cfg.env.id, pcfg, seed=int(cfg.seed), env_options=dict(cfg.env.options))
+    graph = capture(loop)
+    logger.info("captured loop:\n%s", graph)
+    iterations = max(1, math.ceil(pcfg.total_frames / pcfg.frames_per_iteration))
+    start = 0
+    curve: list[tuple[int, float]] = []
+    if cfg.resume:
+        ckpt = load_checkpoint(str(cfg.resume))
+        loop.load_training_state(ckpt["state"])
+        torch.set_rng_state(ckpt["rng"])
+        start = int(ckpt["iteration"])
+        curve = [tuple(x) for x in ckpt.get("curve", [])]
+        logger.info("resumed from %s at iteration %d (%d frames)", cfg.resume, start,
+                    loop.rollout.frames)
+    tlog = _make_logger(cfg, run_dir)
+    window: deque[float] = deque(maxlen=int(cfg.target_window))
+    for _, r in curve[-int(cfg.target_window):]:
+        window.append(r)
+    bar = tqdm(total=iterations * pcfg.frames_per_iteration, initial=loop.rollout.frames,
+               unit="frames", unit_scale=True, disable=not cfg.progress, dynamic_ncols=True)
+    state = {"t0": time.perf_counter(), "f0": loop.rollout.frames, "last": None}
+    config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+
+    def checkpoint(iteration: int) -> str:
+        payload = {"state": loop.training_state(), "rng": torch.get_rng_state(),
+                   "iteration": iteration, "curve": [list(c) for c in curve],
+                   "config": config_yaml}
+        path = os.path.join(ckpt_dir, f"iter_{iteration:06d}.pt")
+        save_checkpoint(payload, path)
+        save_checkpoint(payload, os.path.join(ckpt_dir, "latest.pt"))
+        return path
+
+    def hook(i: int, metrics: Any, g: Any) -> bool:
+        frames = loop.rollout.frames
+        ep = loop.rollout.stats.pop()
+        scalars = {k: float(v) for k, v in metrics.items()}
+        if ep:
+            curve.append((frames, ep["episode_return"]))
+            window.append(ep["episode_return"])
+            scalars.update({k: float(v) for k, v in ep.items()})
+        elapsed = time.perf_counter() - state["t0"]
+        fps = (frames - state["f0"]) / max(elapsed, 1e-9)
+        scalars["fps"] = fps
+        if tlog is not None:
+            for k, v in scalars.items():
+                tlog.log_scalar(f"train/{k}", v, step=frames)
+        bar.update(frames - bar.n)
+        if window:
+            bar.set_postfix(ret=f"{sum(window) / len(window):.1f}", fps=f"{fps:.0f}", refresh=False)
+        if cfg.checkpoint_every and (i + 1) % int(cfg.checkpoint_every) == 0:
+            checkpoint(i + 1)
+        state["last"] = i + 1
+        if cfg.target_return is not None and len(window) == window.maxlen and \
+                sum(window) / len(window) >= float(cfg.target_return):
+            logger.info("target return %.1f reached at %d frames", cfg.target_return, frames)
+            return True
+        return False
+
+    t_start = time.perf_counter()
+    try:
+        result = run(graph, policy=cfg.policy.name, iterations=max(0, iterations - start),
+                     hooks=[hook], start=start)
+    finally:
+        bar.close()
+    train_seconds = time.perf_counter() - t_start
+    final_iteration = state["last"] if state["last"] is not None else start
+    last_ckpt = checkpoint(final_iteration)
+    evals: list[float] = []
+    if cfg.eval_episodes > 0:
+        evals = _evaluate(cfg, loop.actor, int(cfg.eval_episodes), seed=int(cfg.seed) + 10_000)
+        if tlog is not None:
+            tlog.log_scalar("eval/episode_return", sum(evals) / len(evals), step=loop.rollout.frames)
+    if cfg.plot:
+        _plot(curve, evals, os.path.join(run_dir, "learning_curve.png"),
+              f"{cfg.algo.name} on {cfg.env.id} (seed {cfg.seed})")
+    summary = {
+        "env": cfg.env.id, "algo": cfg.algo.name, "seed": int(cfg.seed),
+        "frames": loop.rollout.frames, "iterations": final_iteration,
+        "train_seconds": train_seconds,
+        "fps": (loop.rollout.frames - state["f0"]) / max(train_seconds, 1e-9),
+        "stopped_early": result.stopped_by_hook,
+        "train_return": sum(window) / len(window) if window else None,
+        "eval_returns": evals,
+        "eval_return": sum(evals) / len(evals) if evals else None,
+        "checkpoint": last_ckpt, "run_dir": run_dir,
+    }
+    with open(os.path.join(run_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    logger.info("done: %d frames in %.1fs (%.0f fps), eval return %s", summary["frames"],
+                train_seconds, summary["fps"], summary["eval_return"])
+    loop.close()
+    return summary
+
+
+def _hydra_main(cfg: DictConfig) -> float | None:
+    summary = train(cfg)
+    return summary["eval_return"]
+
+
+def main() -> None:
+    """Console entry point (``torchfrag-train`` / ``python -m torchfrag.train``)."""
+    import hydra
+
+    register_schemas()
+    hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_hydra_main)()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,5 +1,6 @@
 // Every env family the extension ships: one line each.
 #include "../registry.h"
+#include "atari.h"
 #include "classic_control.h"
 #include "debug.h"
 #include "mujoco.h"
@@ -11,3 +12,4 @@ TORCHFRAG_REGISTER_ENV(torchfrag::classic::MountainCarContinuous, "MountainCarCo
 TORCHFRAG_REGISTER_ENV(torchfrag::classic::Pendulum, "Pendulum-v1");
 TORCHFRAG_REGISTER_ENV(torchfrag::DebugEnv, "Debug-v0");
 TORCHFRAG_REGISTER_FAMILY(torchfrag::mujoco_envs::MujocoFamily);
+TORCHFRAG_REGISTER_FAMILY(torchfrag::atari::AtariFamily);

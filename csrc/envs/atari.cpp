@@ -1,0 +1,626 @@
+// Atari env family: ALE's C++ engine stepped on the pool's worker threads.
+//
+// Only exported, non-inline ALEInterface methods are called (plus ALEScreen,
+// a plain struct in the headers): the engine comes from the ale-py wheel,
+// which may have been compiled with options (SDL, ...) that change the layout
+// of ALE's internal classes, so touching their members through inline header
+// code could read the wrong bytes.
+//
+// Reference semantics, chosen so that tests can align step for step:
+// - stepping and max-pooling follow Gymnasium's AtariPreprocessing (frame
+//   buffers kept across steps, the second-to-last frame into buffer 1, the
+//   last into buffer 0, early stop on game over), which is also what EnvPool
+//   computes except for the terminal frame of an episode that ends on the
+//   second-to-last frame of a skip;
+// - resets, no-ops, fire reset, episodic life, reward clipping and the step
+//   limit follow EnvPool's AtariEnv;
+// - sticky actions follow ALE's StellaEnvironment::act (per emulator frame,
+//   keep the previous action with probability p), but draw from the env's own
+//   Rng so that trajectories depend only on the pool seed and are reseedable.
+#include "atari.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <stdexcept>
+
+#include "ale/ale_interface.hpp"
+
+namespace torchfrag {
+namespace atari {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kRawHeight = 210;
+constexpr int kRawWidth = 160;
+constexpr int64_t kDefaultMaxEpisodeSteps = 27000;
+
+// Python's str.title() followed by removing '_': the way ale-py's registration
+// turns ROM ids into game names ("space_invaders" -> "SpaceInvaders",
+// "tic_tac_toe_3d" -> "TicTacToe3D").
+std::string rom_id_to_name(const std::string& rom) {
+  std::string out;
+  bool prev_letter = false;
+  for (char c : rom) {
+    const bool letter = std::isalpha(static_cast<unsigned char>(c)) != 0;
+    if (letter) {
+      out += static_cast<char>(prev_letter ? std::tolower(static_cast<unsigned char>(c))
+                                           : std::toupper(static_cast<unsigned char>(c)));
+    } else if (c != '_') {
+      out += c;
+    }
+    prev_letter = letter;
+  }
+  return out;
+}
+
+// The ROM folder of the ale-py whose engine we run: `roms/` next to the
+// library that defines the ALE symbols (found with dladdr, so it is always
+// the same installation as the engine).  ALE_ROMS_DIR overrides it, as it
+// does for ale-py itself.
+std::string rom_dir() {
+  if (const char* env = std::getenv("ALE_ROMS_DIR")) {
+    if (*env) return env;
+  }
+  Dl_info info;
+  void* symbol = reinterpret_cast<void*>(&ale::Logger::setMode);
+  if (dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return "";
+  return (fs::path(info.dli_fname).parent_path() / "roms").string();
+}
+
+void quiet_ale() {
+  static std::once_flag once;
+  std::call_once(once, [] { ale::Logger::setMode(ale::Logger::Error); });
+}
+
+// Turns ALE palette-index frames into the resized, max-pooled observation in
+// one pass, with the arithmetic of OpenCV's INTER_AREA (which Gymnasium's
+// AtariPreprocessing and EnvPool use) done exactly in integers.
+//
+// INTER_AREA (computeResizeAreaTab) weighs source pixel s for destination
+// pixel d by overlap/scale, where every overlap is a multiple of 1/dsize, so
+// each weight is m/ssize for an integer m: the whole average is an integer
+// sum over a common denominator.  OpenCV sums the same weights in float and
+// rounds half to even; the exact sum rounded half up differs from it by at
+// most one level, and only where the average is within float noise of .5.
+//
+// Pooling happens on gray (or RGB) values, never on palette indices: a pixel
+// is the max of lut[frame_k[pixel]] over the pooled frames, looked up once
+// when the frames agree there (most pixels).  The tables come from ALE's own
+// getScreenGrayscale/getScreenRGB (see AtariEnv::build_luts), so values are
+// exactly what Gymnasium's wrapper sees.
+class FrameRenderer {
+ public:
+  FrameRenderer(int src_h, int src_w, int dst_h, int dst_w, int channels)
+      : src_w_(src_w), dst_h_(dst_h), dst_w_(dst_w), cn_(channels) {
+    uint32_t den_y = 0, den_x = 0;
+    rows_ = taps(src_h, dst_h, &den_y);
+    cols_ = taps(src_w, dst_w, &den_x);
+    den_ = den_y * den_x;
+    gray_row_.assign(static_cast<size_t>(src_w), 0);
+    acc_.assign(static_cast<size_t>(src_w), 0);
+  }
+
+  uint8_t lut[3][256] = {};
+
+  // frames: nf (1..3) palette-index frames of src_h x src_w; dst: CHW planes.
+  // `prev` describes the previous call (frames and output, or nf == 0 for
+  // none): a destination row whose source rows are unchanged in every frame
+  // is copied from the previous output instead of recomputed.  Atari screens
+  // change in few rows from one step to the next (Pong: the ball and the
+  // paddles), so this skips most of the work without changing any result.
+  struct Prev {
+    const uint8_t* frames[3] = {nullptr, nullptr, nullptr};
+    int nf = 0;
+    const uint8_t* dst = nullptr;
+  };
+
+  void operator()(const uint8_t* const* frames, int nf, uint8_t* dst, const Prev& prev) {
+    const size_t plane = static_cast<size_t>(dst_h_) * dst_w_;
+    for (int dy = 0; dy < dst_h_; ++dy) {
+      const auto& ry = rows_[dy];
+      if (prev.nf == nf && prev.dst != nullptr) {
+        const size_t off = static_cast<size_t>(ry.front().index) * src_w_;
+        const size_t len = static_cast<size_t>(ry.back().index - ry.front().index + 1) * src_w_;
+        bool same = true;
+        for (int k = 0; k < nf && same; ++k) {
+          same = frames[k] == prev.frames[k] ||
+                 std::memcmp(frames[k] + off, prev.frames[k] + off, len) == 0;
+        }
+        if (same) {
+          if (prev.dst != dst) {
+            for (int c = 0; c < cn_; ++c) {
+              const size_t at = c * plane + static_cast<size_t>(dy) * dst_w_;
+              std::memcpy(dst + at, prev.dst + at, static_cast<size_t>(dst_w_));
+            }
+          }
+          continue;
+        }
+      }
+      for (int c = 0; c < cn_; ++c) {
+        render_row(frames, nf, dy, lut[c], dst + c * plane + static_cast<size_t>(dy) * dst_w_);
+      }
+    }
+  }
+
+ private:
+  struct Tap {
+    int index;
+    uint32_t weight;
+  };
+
+  void render_row(const uint8_t* const* frames, int nf, int dy, const uint8_t* table,
+                  uint8_t* out) {
+    // Vertical pass: weighted column sums of the pooled source rows
+    // (<= den_y * 255 < 2^16 since den_y <= 210).
+    std::fill(acc_.begin(), acc_.end(), 0);
+    for (const Tap& t : rows_[dy]) {
+      pooled_row(frames, nf, t.index, table);
+      const uint16_t w = static_cast<uint16_t>(t.weight);
+      uint16_t* acc = acc_.data();
+      const uint8_t* g = gray_row_.data();
+      for (int x = 0; x < src_w_; ++x) acc[x] = static_cast<uint16_t>(acc[x] + w * g[x]);
+    }
+    // Horizontal pass and exact rounding (half up).
+    for (int dx = 0; dx < dst_w_; ++dx) {
+      uint32_t sum = 0;
+      for (const Tap& t : cols_[dx]) sum += t.weight * acc_[t.index];
+      out[dx] = static_cast<uint8_t>((2 * sum + den_) / (2 * den_));
+    }
+  }
+
+  // Row y of the max over frames of lut[index], into gray_row_.
+  void pooled_row(const uint8_t* const* frames, int nf, int y, const uint8_t* table) {
+    const size_t off = static_cast<size_t>(y) * src_w_;
+    uint8_t* g = gray_row_.data();
+    const uint8_t* a = frames[0] + off;
+    if (nf == 1) {
+      for (int x = 0; x < src_w_; ++x) g[x] = table[a[x]];
+      return;
+    }
+    const uint8_t* b = frames[1] + off;
+    const uint8_t* c = nf > 2 ? frames[2] + off : b;
+    for (int x = 0; x < src_w_; ++x) {
+      const uint8_t ia = a[x], ib = b[x], ic = c[x];
+      uint8_t v = table[ia];
+      // Consecutive frames mostly agree: skip the lookups that cannot change v.
+      if (ib != ia) v = std::max(v, table[ib]);
+      if (ic != ib) v = std::max(v, table[ic]);
+      g[x] = v;
+    }
+  }
+
+  // INTER_AREA weights of one axis as integers m over the common
+  // denominator ssize, reduced by their gcd.
+  static std::vector<std::vector<Tap>> taps(int ssize, int dsize, uint32_t* den) {
+    std::vector<std::vector<Tap>> out(static_cast<size_t>(dsize));
+    uint32_t g = static_cast<uint32_t>(ssize);
+    for (int d = 0; d < dsize; ++d) {
+      // In units of 1/dsize: destination d spans [d*ssize, (d+1)*ssize),
+      // source s spans [s*dsize, (s+1)*dsize).
+      const int64_t lo = static_cast<int64_t>(d) * ssize, hi = lo + ssize;
+      for (int64_t s = lo / dsize; s * dsize < hi && s < ssize; ++s) {
+        const int64_t m = std::min<int64_t>(hi, (s + 1) * dsize) - std::max<int64_t>(lo, s * dsize);
+        if (m <= 0) continue;
+        out[d].push_back({static_cast<int>(s), static_cast<uint32_t>(m)});
+        g = std::gcd(g, static_cast<uint32_t>(m));
+      }
+    }
+    for (auto& taps_d : out) {
+      for (auto& t : taps_d) t.weight /= g;
+    }
+    *den = static_cast<uint32_t>(ssize) / g;
+    return out;
+  }
+
+  int src_w_, dst_h_, dst_w_, cn_;
+  uint32_t den_ = 1;
+  std::vector<std::vector<Tap>> rows_, cols_;
+  std::vector<uint8_t> gray_row_;
+  std::vector<uint16_t> acc_;
+};
+
+struct Config {
+  int frame_skip, stack_num, height, width;
+  bool gray;
+  int noop_max;
+  bool episodic_life, reward_clip, use_fire_reset, full_action_space;
+  double repeat_action_probability;
+  int64_t max_episode_steps;
+  int64_t mode, difficulty;
+};
+
+int64_t num(const Options* o, const char* name, int64_t def) {
+  return o ? static_cast<int64_t>(o->num(name)) : def;
+}
+
+Config read_config(const Options* o) {
+  Config c;
+  c.frame_skip = static_cast<int>(num(o, "frame_skip", 4));
+  c.stack_num = static_cast<int>(num(o, "stack_num", 4));
+  c.height = static_cast<int>(num(o, "img_height", 84));
+  c.width = static_cast<int>(num(o, "img_width", 84));
+  c.gray = num(o, "gray_scale", 1) != 0;
+  c.noop_max = static_cast<int>(num(o, "noop_max", 30));
+  c.episodic_life = num(o, "episodic_life", 0) != 0;
+  c.reward_clip = num(o, "reward_clip", 0) != 0;
+  c.use_fire_reset = num(o, "use_fire_reset", 1) != 0;
+  c.full_action_space = num(o, "full_action_space", 0) != 0;
+  c.repeat_action_probability = o ? o->num("repeat_action_probability") : 0.0;
+  c.max_episode_steps = num(o, "max_episode_steps", kDefaultMaxEpisodeSteps);
+  c.mode = num(o, "mode", -1);
+  c.difficulty = num(o, "difficulty", -1);
+  auto check = [](bool ok, const std::string& msg) {
+    if (!ok) throw std::invalid_argument(msg);
+  };
+  check(c.frame_skip >= 1, "frame_skip must be >= 1, got " + std::to_string(c.frame_skip));
+  check(c.stack_num >= 1, "stack_num must be >= 1, got " + std::to_string(c.stack_num));
+  // INTER_AREA only averages when shrinking (OpenCV switches to bilinear
+  // when enlarging); the 210x160 screen is never enlarged here.
+  check(c.height >= 1 && c.height <= kRawHeight && c.width >= 1 && c.width <= kRawWidth,
+        "img_height must be in [1, 210] and img_width in [1, 160] (the screen is 210x160), got " +
+            std::to_string(c.height) + "x" + std::to_string(c.width));
+  check(c.noop_max >= 0, "noop_max must be >= 0, got " + std::to_string(c.noop_max));
+  check(c.repeat_action_probability >= 0.0 && c.repeat_action_probability <= 1.0,
+        "repeat_action_probability must be in [0, 1], got " +
+            std::to_string(c.repeat_action_probability));
+  check(c.max_episode_steps >= 0,
+        "max_episode_steps must be >= 0, got " + std::to_string(c.max_episode_steps));
+  check(c.mode >= -1, "mode must be -1 (the game's default) or an available mode");
+  check(c.difficulty >= -1, "difficulty must be -1 (the game's default) or an available one");
+  return c;
+}
+
+std::string join(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s;
+}
+
+class AtariEnv : public Env {
+ public:
+  AtariEnv(const std::string& id, const std::string& rom, const RomInfo& info, const Config& c)
+      : c_(c),
+        channels_(c.gray ? 1 : 3),
+        frame_bytes_(static_cast<size_t>(c.height) * c.width * channels_),
+        render_(kRawHeight, kRawWidth, c.height, c.width, channels_) {
+    quiet_ale();
+    ale_ = std::make_unique<ale::ALEInterface>();
+    // Sticky actions are applied here with the env's own Rng (see the top of
+    // the file); ALE's own RNG stays unused.
+    ale_->setFloat("repeat_action_probability", 0.0f);
+    ale_->setInt("random_seed", 0);
+    ale_->loadROM(rom);
+    if (c.mode >= 0) {
+      if (std::find(info.modes.begin(), info.modes.end(), c.mode) == info.modes.end()) {
+        throw std::invalid_argument(id + ": mode " + std::to_string(c.mode) +
+                                    " is not available; available modes: " + join(info.modes));
+      }
+      ale_->setMode(static_cast<ale::game_mode_t>(c.mode));
+    }
+    if (c.difficulty >= 0) {
+      if (std::find(info.difficulties.begin(), info.difficulties.end(), c.difficulty) ==
+          info.difficulties.end()) {
+        throw std::invalid_argument(id + ": difficulty " + std::to_string(c.difficulty) +
+                                    " is not available; available difficulties: " +
+                                    join(info.difficulties));
+      }
+      ale_->setDifficulty(static_cast<ale::difficulty_t>(c.difficulty));
+    }
+    action_set_ = c.full_action_space ? ale_->getLegalActionSet() : ale_->getMinimalActionSet();
+    // Only games whose action set has FIRE get a fire reset (EnvPool #221).
+    fire_reset_ = c.use_fire_reset && std::find(action_set_.begin(), action_set_.end(),
+                                                ale::PLAYER_A_FIRE) != action_set_.end();
+    build_luts();
+    for (int k = 0; k < 2; ++k) {
+      a_[k].assign(kScreenBytes, 0);
+      b_[k].assign(kScreenBytes, 0);
+    }
+    stack_.assign(frame_bytes_ * static_cast<size_t>(c.stack_num), 0);
+  }
+
+  void reset(Rng& rng, const Row& out) override {
+    // After a life loss under episodic life the game goes on; any other
+    // reset (game over, time limit, a reset asked for mid-episode) restarts it.
+    bool full = !continue_game_;
+    continue_game_ = false;
+    if (full) restart();
+    int noops = c_.noop_max > 0 ? 1 + static_cast<int>(rng.integer(c_.noop_max)) : 0;
+    if (fire_reset_ && noops > 0) --noops;  // the FIRE frame counts as one no-op
+    for (int k = 0; k < noops; ++k) {
+      act_frame(ale::PLAYER_A_NOOP, rng);
+      if (ale_->game_over(false)) {
+        restart();
+        full = true;
+      }
+    }
+    if (fire_reset_) act_frame(ale::PLAYER_A_FIRE, rng);
+    lives_ = ale_->lives();
+    // Gymnasium: buffer 0 <- this screen, buffer 1 <- zeros (pooling with
+    // zeros is the screen itself).  The buffer being overwritten may be the
+    // one the last observation came from: forget it.
+    prev_.nf = 0;
+    copy_screen(b_[cur_]);
+    prev_has_a_ = false;
+    const uint8_t* frames[1] = {b_[cur_].data()};
+    push_frame(frames, 1, full);
+    write(out, 0.0f, false);
+  }
+
+  StepResult step(const Action& action, Rng& rng, const Row& out) override {
+    const ale::Action a = action_set_[static_cast<size_t>(action.discrete)];
+    const int next = cur_ ^ 1;
+    int reward = 0;
+    bool game_over = false, got_a = false, got_b = false;
+    for (int t = 0; t < c_.frame_skip; ++t) {
+      reward += act_frame(a, rng);
+      game_over = ale_->game_over(false);
+      if (game_over) break;
+      if (t == c_.frame_skip - 2) {
+        copy_screen(a_[next]);
+        got_a = true;
+      } else if (t == c_.frame_skip - 1) {
+        copy_screen(b_[next]);
+        got_b = true;
+      }
+    }
+    // Which frames the observation pools, as Gymnasium's buffers would hold
+    // them: normally the last two; after an early game over the buffers
+    // still hold (part of) the previous step's frames.
+    const uint8_t* frames[3];
+    int nf = 0;
+    if (got_b) {
+      if (got_a) frames[nf++] = a_[next].data();
+      frames[nf++] = b_[next].data();
+      cur_ = next;
+      prev_has_a_ = got_a;
+    } else {
+      if (got_a) frames[nf++] = a_[next].data();  // ended on the last frame
+      if (prev_has_a_) frames[nf++] = a_[cur_].data();
+      frames[nf++] = b_[cur_].data();
+    }
+    push_frame(frames, nf, false);
+    if (!got_b) prev_.nf = 0;  // buffers out of their usual rotation; a reset follows
+    ++elapsed_;
+    const int lives = ale_->lives();
+    const bool life_lost = lives < lives_ && lives > 0;
+    lives_ = lives;
+
+    StepResult r;
+    r.reward = c_.reward_clip ? static_cast<double>((reward > 0) - (reward < 0)) : reward;
+    r.terminated = game_over || (c_.episodic_life && life_lost);
+    // Counted per game, across the lives of episodic life (as EnvPool does);
+    // the pool's own count restarts with every episode and is never earlier.
+    r.truncated = c_.max_episode_steps > 0 && elapsed_ >= c_.max_episode_steps;
+    continue_game_ = c_.episodic_life && life_lost && !game_over && !r.truncated;
+    write(out, static_cast<float>(reward), game_over);
+    return r;
+  }
+
+ private:
+  static constexpr size_t kScreenBytes = static_cast<size_t>(kRawHeight) * kRawWidth;
+
+  void restart() {
+    ale_->reset_game();
+    elapsed_ = 0;
+    // ALE's soft reset forgets the previous action; sticky actions start from NOOP.
+    current_ = ale::PLAYER_A_NOOP;
+  }
+
+  // One emulator frame with sticky actions.
+  int act_frame(ale::Action a, Rng& rng) {
+    if (c_.repeat_action_probability <= 0.0 || rng.uniform() >= c_.repeat_action_probability) {
+      current_ = a;
+    }
+    return ale_->act(current_, 1.0f);
+  }
+
+  const ale::ALEScreen& screen() const {
+    const ale::ALEScreen& s = ale_->getScreen();
+    if (s.height() != static_cast<size_t>(kRawHeight) || s.width() != static_cast<size_t>(kRawWidth)) {
+      throw std::runtime_error("unexpected ALE screen size " + std::to_string(s.height()) + "x" +
+                               std::to_string(s.width()));
+    }
+    return s;
+  }
+
+  void copy_screen(std::vector<uint8_t>& dst) const {
+    std::memcpy(dst.data(), ale_->getScreen().getArray(), kScreenBytes);
+  }
+
+  // Palette index -> gray / R, G, B, read from ALE itself: write the 256
+  // indices into the (output-only) screen copy, convert it with ALE's own
+  // getScreenGrayscale/getScreenRGB, and put the pixels back.  The palette
+  // is fixed once the ROM is loaded.
+  void build_luts() {
+    const ale::ALEScreen& s = screen();
+    uint8_t* px = s.getArray();
+    std::vector<uint8_t> saved(px, px + 256);
+    for (int i = 0; i < 256; ++i) px[i] = static_cast<uint8_t>(i);
+    std::vector<unsigned char> out;
+    if (c_.gray) {
+      ale_->getScreenGrayscale(out);
+      for (int i = 0; i < 256; ++i) render_.lut[0][i] = out[i];
+    } else {
+      ale_->getScreenRGB(out);
+      for (int i = 0; i < 256; ++i) {
+        for (int ch = 0; ch < 3; ++ch) render_.lut[ch][i] = out[3 * i + ch];
+      }
+    }
+    std::memcpy(px, saved.data(), 256);
+  }
+
+  // Pool and resize into the next stack slot; on a fresh game fill every
+  // slot with this frame (Gymnasium's FrameStackObservation padding="reset").
+  void push_frame(const uint8_t* const* frames, int nf, bool fill) {
+    head_ = (head_ + 1) % c_.stack_num;
+    uint8_t* slot = stack_.data() + static_cast<size_t>(head_) * frame_bytes_;
+    render_(frames, nf, slot, prev_);
+    prev_.nf = nf;
+    for (int k = 0; k < nf; ++k) prev_.frames[k] = frames[k];
+    prev_.dst = slot;
+    if (fill) {
+      for (int k = 0; k < c_.stack_num; ++k) {
+        if (k != head_) std::memcpy(stack_.data() + k * frame_bytes_, slot, frame_bytes_);
+      }
+    }
+  }
+
+  void write(const Row& out, float unclipped, bool game_over) {
+    // Oldest frame first; head_ holds the newest.
+    uint8_t* obs = out.obs<uint8_t>();
+    for (int k = 0; k < c_.stack_num; ++k) {
+      const int src = (head_ + 1 + k) % c_.stack_num;
+      std::memcpy(obs + k * frame_bytes_, stack_.data() + src * frame_bytes_, frame_bytes_);
+    }
+    *out.info<int32_t>(0) = lives_;
+    *out.info<float>(1) = unclipped;
+    *out.info<bool>(2) = game_over;
+  }
+
+  Config c_;
+  int channels_;
+  size_t frame_bytes_;
+  FrameRenderer render_;
+  FrameRenderer::Prev prev_;  // what the last observation was rendered from
+  std::unique_ptr<ale::ALEInterface> ale_;
+  ale::ActionVect action_set_;
+  bool fire_reset_ = false;
+  ale::Action current_ = ale::PLAYER_A_NOOP;
+  // Palette-index frames: a_ (second-to-last of a step), b_ (last); two of
+  // each so the previous step's pair survives a step that ends early.
+  std::vector<uint8_t> a_[2], b_[2];
+  int cur_ = 0;
+  bool prev_has_a_ = false;
+  std::vector<uint8_t> stack_;
+  int head_ = 0;
+  int lives_ = 0;
+  int64_t elapsed_ = 0;
+  bool continue_game_ = false;
+};
+
+ArraySpec info_spec(const char* name, DType dtype, double low, double high) {
+  ArraySpec s;
+  s.name = name;
+  s.dtype = dtype;
+  s.shape = {};
+  s.low = {low};
+  s.high = {high};
+  return s;
+}
+
+}  // namespace
+
+const std::map<std::string, std::string>& AtariFamily::games() const {
+  std::call_once(games_once_, [this] {
+    const std::string dir = rom_dir();
+    std::error_code ec;
+    if (dir.empty() || !fs::is_directory(dir, ec)) return;  // no ROMs: no Atari ids
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const fs::path& p = entry.path();
+      if (p.extension() != ".bin") continue;
+      games_[rom_id_to_name(p.stem().string()) + "-v5"] = p.string();
+    }
+  });
+  return games_;
+}
+
+std::vector<std::string> AtariFamily::ids() const {
+  std::vector<std::string> out;
+  for (const auto& kv : games()) out.push_back(kv.first);
+  return out;
+}
+
+std::string AtariFamily::rom_path(const std::string& id) const {
+  const auto& g = games();
+  auto it = g.find(id);
+  if (it == g.end()) throw std::invalid_argument("unknown Atari game '" + id + "'");
+  return it->second;
+}
+
+const RomInfo& AtariFamily::rom_info(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(info_mu_);
+  auto it = info_.find(id);
+  if (it != info_.end()) return it->second;
+  quiet_ale();
+  ale::ALEInterface probe;
+  probe.loadROM(rom_path(id));
+  RomInfo info;
+  info.minimal_actions = static_cast<int64_t>(probe.getMinimalActionSet().size());
+  for (auto m : probe.getAvailableModes()) info.modes.push_back(m);
+  for (auto d : probe.getAvailableDifficulties()) info.difficulties.push_back(d);
+  return info_.emplace(id, std::move(info)).first->second;
+}
+
+EnvSpec AtariFamily::spec(const std::string& id, const Options* options) const {
+  const Config c = read_config(options);
+  const int64_t channels = c.gray ? 1 : 3;
+  EnvSpec s;
+  s.id = id;
+  s.obs.name = "obs";
+  s.obs.dtype = DType::kUInt8;
+  s.obs.shape = {c.stack_num * channels, c.height, c.width};
+  s.obs.low = {0.0};
+  s.obs.high = {255.0};
+  s.infos = {info_spec("lives", DType::kInt32, 0, kInf),
+             info_spec("reward", DType::kFloat32, -kInf, kInf),
+             info_spec("terminated", DType::kBool, 0, 1)};
+  // The legal set is always the 18 joystick actions; the minimal set needs
+  // the ROM (loaded once per game and cached).
+  s.action = discrete_action(c.full_action_space ? 18 : rom_info(id).minimal_actions);
+  s.max_episode_steps = kDefaultMaxEpisodeSteps;
+  s.options = {
+      opt_int("frame_skip", 4, "emulator frames per step (the action repeats; max-pool of the "
+                               "last two frames)"),
+      opt_int("stack_num", 4, "number of stacked frames in an observation"),
+      opt_int("img_height", 84, "observation height (INTER_AREA resize of the 210 rows)"),
+      opt_int("img_width", 84, "observation width (INTER_AREA resize of the 160 columns)"),
+      opt_bool("gray_scale", true, "gray frames (else RGB: 3 channels per stacked frame)"),
+      opt_int("noop_max", 30, "reset plays 1..noop_max NOOP frames (0: none)"),
+      opt_bool("episodic_life", false,
+               "a life loss ends the episode (terminated); the game only restarts on game over"),
+      opt_bool("zero_discount_on_life_loss", false,
+               "accepted for EnvPool compatibility; no effect (there is no discount output)"),
+      opt_bool("reward_clip", false, "reward is sign(reward); info 'reward' stays unclipped"),
+      opt_bool("use_fire_reset", true, "press FIRE after the reset no-ops (games with FIRE only)"),
+      opt_float("repeat_action_probability", 0.0,
+                "sticky actions: each frame keeps the previous action with this probability"),
+      opt_bool("full_action_space", false, "use all 18 actions instead of the game's minimal set"),
+      opt_int("max_episode_steps", kDefaultMaxEpisodeSteps,
+              "steps after which `truncated` is set (0: no limit; counted per game)"),
+      opt_int("mode", -1, "game mode (-1: the game's default)"),
+      opt_int("difficulty", -1, "game difficulty (-1: the game's default)"),
+  };
+  return s;
+}
+
+std::unique_ptr<Env> AtariFamily::make(const std::string& id, const EnvSpec&,
+                                       const EnvOptions& options) const {
+  // Options were validated by spec(), which the pool calls first.
+  Config c;
+  c.frame_skip = static_cast<int>(options.i("frame_skip"));
+  c.stack_num = static_cast<int>(options.i("stack_num"));
+  c.height = static_cast<int>(options.i("img_height"));
+  c.width = static_cast<int>(options.i("img_width"));
+  c.gray = options.b("gray_scale");
+  c.noop_max = static_cast<int>(options.i("noop_max"));
+  c.episodic_life = options.b("episodic_life");
+  c.reward_clip = options.b("reward_clip");
+  c.use_fire_reset = options.b("use_fire_reset");
+  c.full_action_space = options.b("full_action_space");
+  c.repeat_action_probability = options.f("repeat_action_probability");
+  c.max_episode_steps = options.i("max_episode_steps");
+  c.mode = options.i("mode");
+  c.difficulty = options.i("difficulty");
+  return std::make_unique<AtariEnv>(id, rom_path(id), rom_info(id), c);
+}
+
+}  // namespace atari
+}  // namespace torchfrag

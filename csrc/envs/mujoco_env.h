@@ -308,11 +308,18 @@ class MujocoEnv : public Env {
   // MujocoEnv.do_simulation: ctrl <- action (MuJoCo clamps it internally
   // where the actuator is ctrllimited; ctrl itself keeps the raw values),
   // frame_skip mj_steps, then the post-constraint quantities.
+  //
+  // mj_rnePostConstraint only fills cacc, cfrc_int and cfrc_ext, which no
+  // later mj_step reads; tasks whose observation and reward never look at
+  // them (everything but Ant and the humanoids) skip it and save its cost.
+  // Their results are the same bit for bit.
   void do_simulation(const double* action) {
     std::memcpy(d_->ctrl, action, sizeof(double) * m_->nu);
     for (int k = 0; k < frame_skip_; ++k) mj_step(m_, d_);
-    mj_rnePostConstraint(m_, d_);
+    if (uses_post_constraint_) mj_rnePostConstraint(m_, d_);
   }
+  // Tasks that read cacc/cfrc_int/cfrc_ext set this in their constructor.
+  bool uses_post_constraint_ = false;
 
   // init + U(-s, s) per element (Gymnasium's np_random.uniform(size=n)).
   void add_uniform(double* dst, const std::vector<double>& init, int n, double lo, double hi,

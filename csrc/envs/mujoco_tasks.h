@@ -349,7 +349,9 @@ class Ant : public MujocoEnv {
         cf_max_(o.f("contact_force_max")),
         noise_(o.f("reset_noise_scale")),
         exclude_(o.b("exclude_current_positions_from_observation")),
-        include_cfrc_(o.b("include_cfrc_ext_in_observation")) {}
+        include_cfrc_(o.b("include_cfrc_ext_in_observation")) {
+    uses_post_constraint_ = true;  // contact cost and observation read cfrc_ext
+  }
 
  protected:
   enum : size_t {
@@ -538,6 +540,7 @@ class Humanoid : public MujocoEnv {
         z_min_(o.f("healthy_z_min")),
         z_max_(o.f("healthy_z_max")),
         noise_(o.f("reset_noise_scale")) {
+    uses_post_constraint_ = true;  // contact cost and observation read cfrc_ext
     double total = 0.0;
     for (int b = 0; b < m_->nbody; ++b) total += m_->body_mass[b];
     total_mass_ = total;
@@ -661,7 +664,9 @@ class HumanoidStandup : public MujocoEnv {
         impact_w_(o.f("impact_cost_weight")),
         impact_min_(o.f("impact_cost_min")),
         impact_max_(o.f("impact_cost_max")),
-        noise_(o.f("reset_noise_scale")) {}
+        noise_(o.f("reset_noise_scale")) {
+    uses_post_constraint_ = true;  // impact cost and observation read cfrc_ext
+  }
 
  protected:
   enum : size_t { kX = kTaskInfo, kY, kZDist, kTenLen, kTenVel, kRewLinup, kRewQuadctrl,

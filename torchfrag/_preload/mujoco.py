@@ -30,8 +30,13 @@ _library: ctypes.CDLL | None = None
 
 def _package_dir(name: str) -> str | None:
     spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
+    if spec is None:
         return None
+    if not spec.submodule_search_locations:
+        # A module of that name shadows the package (a script named mujoco.py
+        # whose folder is on sys.path, say).
+        raise ImportError(f"'{name}' resolves to {spec.origin}, which is not the {name} package; "
+                          "rename that file or take its folder off sys.path")
     return os.path.abspath(list(spec.submodule_search_locations)[0])
 
 

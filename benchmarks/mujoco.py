@@ -1,0 +1,323 @@
+"""MuJoCo throughput: torchfrag's C++ pool vs EnvPool, Gymnasium vector envs and raw physics.
+
+For each task (HalfCheetah, Hopper, Ant, Humanoid, all v5), each num_envs (8, 32) and
+each mode (sync: step every env per call; async: ``send``/``recv`` with
+``batch_size = num_envs // 2``), the same run measures, in alternating order,
+round after round:
+
+* ``torchfrag``: ``torchfrag.envs.make(task, num_envs, num_threads=T)``;
+* ``envpool``: ``envpool.make(task, env_type="gymnasium", num_threads=T)`` (1.2.5);
+* ``gymnasium``: ``SyncVectorEnv`` (sync rows) or ``AsyncVectorEnv`` (async rows,
+  one subprocess per env);
+* ``physics``: the physics limit, a single-thread loop of raw
+  ``mujoco.mj_step(model, data, nstep=frame_skip)`` on the task's own model
+  (Gymnasium's XML), with random actions and the task's resets, timing only
+  the ``mj_step`` calls, multiplied by T (threads = cores).
+
+Every figure is env steps per second; the reported value is the median over
+rounds.  Actions are uniform in the action bounds and drawn before timing.
+Results go to ``benchmarks/results/mujoco.json`` and ``mujoco.png``; the table
+is printed as Markdown.
+
+Usage::
+
+    python benchmarks/mujoco.py            # full run (about 10 minutes on 2 cores)
+    python benchmarks/mujoco.py --quick    # smoke run (about 1-2 minutes)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# This file is named like the mujoco package: keep its folder off sys.path so
+# that `import mujoco` finds the package.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+sys.path.insert(0, ROOT)
+
+TASKS = ["HalfCheetah-v5", "Hopper-v5", "Ant-v5", "Humanoid-v5"]
+NUM_ENVS = [8, 32]
+MODES = ["sync", "async"]
+SYSTEMS = ["torchfrag", "envpool", "gymnasium", "physics"]
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+
+
+class Runner:
+    """One system under one configuration: ``run(seconds) -> env steps per second``."""
+
+    def __init__(self, steps: Callable[[], int], close: Callable[[], None]) -> None:
+        self._steps = steps
+        self.close = close
+
+    def run(self, seconds: float) -> float:
+        """Calls the step function until `seconds` have passed; returns steps/s."""
+        self._steps()  # warm (first call after a pause pays for cold caches)
+        done = 0
+        start = time.perf_counter()
+        while True:
+            done += self._steps()
+            elapsed = time.perf_counter() - start
+            if elapsed >= seconds:
+                return done / elapsed
+
+
+def _actions(space_low: np.ndarray, space_high: np.ndarray, n: int, k: int = 64,
+             seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.uniform(space_low, space_high, size=(k, n) + space_low.shape)
+
+
+def make_torchfrag(task: str, n: int, mode: str, threads: int) -> Runner:
+    from torchfrag.envs import make
+
+    bs = n if mode == "sync" else n // 2
+    pool = make(task, num_envs=n, batch_size=bs, num_threads=threads, seed=0)
+    space = pool.action_space
+    acts = _actions(space.low.astype(np.float64), space.high.astype(np.float64), n)
+    counter = [0]
+    if mode == "sync":
+        pool.reset()
+
+        def steps() -> int:
+            counter[0] += 1
+            pool.step(acts[counter[0] % len(acts)])
+            return n
+    else:
+        pool.async_reset()
+
+        def steps() -> int:
+            counter[0] += 1
+            *_, info = pool.recv()
+            pool.send(acts[counter[0] % len(acts)][:bs], info["env_id"])
+            return bs
+    return Runner(steps, pool.close)
+
+
+def make_envpool(task: str, n: int, mode: str, threads: int) -> Runner:
+    import envpool
+
+    bs = n if mode == "sync" else n // 2
+    env = envpool.make(task, env_type="gymnasium", num_envs=n, batch_size=bs,
+                       num_threads=threads, seed=0)
+    space = env.action_space
+    acts = _actions(space.low.astype(np.float64), space.high.astype(np.float64), n)
+    counter = [0]
+    if mode == "sync":
+        env.reset()
+
+        def steps() -> int:
+            counter[0] += 1
+            env.step(acts[counter[0] % len(acts)])
+            return n
+    else:
+        env.async_reset()
+
+        def steps() -> int:
+            counter[0] += 1
+            *_, info = env.recv()
+            env.send(acts[counter[0] % len(acts)][:bs], info["env_id"])
+            return bs
+    return Runner(steps, env.close)
+
+
+def make_gymnasium(task: str, n: int, mode: str, threads: int) -> Runner:
+    import gymnasium
+
+    del threads  # one env per subprocess (async) or all in this process (sync)
+    fns = [lambda: gymnasium.make(task, disable_env_checker=True) for _ in range(n)]
+    vec = (gymnasium.vector.SyncVectorEnv(fns) if mode == "sync"
+           else gymnasium.vector.AsyncVectorEnv(fns))
+    space = vec.single_action_space
+    acts = _actions(space.low.astype(np.float64), space.high.astype(np.float64), n)
+    vec.reset(seed=0)
+    counter = [0]
+
+    def steps() -> int:
+        counter[0] += 1
+        vec.step(acts[counter[0] % len(acts)])
+        return n
+    return Runner(steps, vec.close)
+
+
+def make_physics(task: str, n: int, mode: str, threads: int) -> Runner:
+    """Raw mj_step loop on one thread (times `threads`); only mj_step is timed."""
+    import gymnasium
+    import mujoco
+
+    del n, mode
+    env = gymnasium.make(task, disable_env_checker=True).unwrapped
+    env.reset(seed=0)
+    model, data, frame_skip = env.model, env.data, env.frame_skip
+    space = env.action_space
+    acts = _actions(space.low.astype(np.float64), space.high.astype(np.float64), 1, k=256)[:, 0]
+    healthy = (lambda: bool(env.is_healthy)) if hasattr(type(env), "is_healthy") else (
+        lambda: True)
+    state = {"k": 0, "t": 0}
+    chunk = 32
+
+    class PhysicsRunner(Runner):
+        """Times only the mj_step calls; resets and action copies are excluded."""
+
+        def run(self, seconds: float) -> float:
+            busy = 0.0
+            done = 0
+            wall = time.perf_counter()
+            while time.perf_counter() - wall < seconds:
+                for _ in range(chunk):
+                    state["k"] += 1
+                    data.ctrl[:] = acts[state["k"] % len(acts)]
+                    t0 = time.perf_counter()
+                    mujoco.mj_step(model, data, nstep=frame_skip)
+                    busy += time.perf_counter() - t0
+                    done += 1
+                    state["t"] += 1
+                    if state["t"] >= 1000 or not healthy():
+                        env.reset()
+                        state["t"] = 0
+            return done / busy * threads
+
+    return PhysicsRunner(lambda: 0, env.close)
+
+
+MAKERS = {"torchfrag": make_torchfrag, "envpool": make_envpool, "gymnasium": make_gymnasium,
+          "physics": make_physics}
+
+
+def bench_config(task: str, n: int, mode: str, threads: int, rounds: int,
+                 seconds: float, systems: list[str]) -> dict:
+    runners = {name: MAKERS[name](task, n, mode, threads) for name in systems}
+    samples: dict[str, list[float]] = {name: [] for name in systems}
+    try:
+        for r in range(rounds):
+            order = systems[r % len(systems):] + systems[:r % len(systems)]
+            for name in order:
+                samples[name].append(runners[name].run(seconds))
+    finally:
+        for runner in runners.values():
+            runner.close()
+    med = {name: statistics.median(v) for name, v in samples.items()}
+    return {"task": task, "num_envs": n, "mode": mode, "threads": threads,
+            "median_steps_per_s": med, "samples": samples}
+
+
+def _versions() -> dict:
+    import gymnasium
+    import mujoco
+
+    out = {"python": platform.python_version(), "mujoco": mujoco.__version__,
+           "gymnasium": gymnasium.__version__, "numpy": np.__version__}
+    try:
+        import envpool
+        out["envpool"] = envpool.__version__
+    except ImportError:
+        out["envpool"] = None
+    return out
+
+
+def table(results: list[dict]) -> str:
+    head = ("| task | envs | mode | torchfrag | envpool | x envpool | gymnasium | x gymnasium "
+            "| physics limit | % of limit |")
+    lines = [head, "|" + "---|" * 10]
+    for r in results:
+        m = r["median_steps_per_s"]
+        ours = m["torchfrag"]
+
+        def cell(name: str) -> str:
+            return f"{m[name]:,.0f}" if name in m else "-"
+
+        def ratio(name: str) -> str:
+            return f"{ours / m[name]:.2f}x" if name in m else "-"
+        pct = f"{100 * ours / m['physics']:.0f}%" if "physics" in m else "-"
+        lines.append(f"| {r['task']} | {r['num_envs']} | {r['mode']} | {ours:,.0f} | "
+                     f"{cell('envpool')} | {ratio('envpool')} | {cell('gymnasium')} | "
+                     f"{ratio('gymnasium')} | {cell('physics')} | {pct} |")
+    return "\n".join(lines)
+
+
+def plot(results: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(TASKS), figsize=(5 * len(TASKS), 4.5), squeeze=False)
+    for ax, task in zip(axes[0], TASKS):
+        rows = [r for r in results if r["task"] == task]
+        if not rows:
+            continue
+        labels = [f"{r['num_envs']} {r['mode']}" for r in rows]
+        names = [s for s in SYSTEMS if s in rows[0]["median_steps_per_s"]]
+        width = 0.8 / len(names)
+        x = np.arange(len(rows))
+        for k, name in enumerate(names):
+            ax.bar(x + k * width, [r["median_steps_per_s"][name] for r in rows], width,
+                   label=name)
+        ax.set_xticks(x + width * (len(names) - 1) / 2, labels)
+        ax.set_title(task)
+        ax.set_ylabel("env steps / s")
+    axes[0][0].legend()
+    fig.suptitle(f"MuJoCo v5 throughput, {results[0]['threads']} threads (median of rounds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, shorter runs")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="pool threads, and the cores the physics limit is scaled by")
+    parser.add_argument("--tasks", nargs="*", default=TASKS)
+    parser.add_argument("--num-envs", nargs="*", type=int, default=NUM_ENVS)
+    parser.add_argument("--modes", nargs="*", default=MODES)
+    parser.add_argument("--systems", nargs="*", default=SYSTEMS)
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--out", default=os.path.join(RESULTS, "mujoco"))
+    args = parser.parse_args()
+    rounds = args.rounds or (2 if args.quick else 5)
+    seconds = args.seconds or (0.3 if args.quick else 1.0)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+    results = []
+    started = time.time()
+    for task in args.tasks:
+        for n in args.num_envs:
+            for mode in args.modes:
+                r = bench_config(task, n, mode, args.threads, rounds, seconds, args.systems)
+                results.append(r)
+                m = r["median_steps_per_s"]
+                print(f"{task:16s} {n:3d} {mode:5s} " + "  ".join(
+                    f"{k}={v:,.0f}" for k, v in m.items()), flush=True)
+    report = {
+        "benchmark": "mujoco",
+        "quick": args.quick,
+        "rounds": rounds,
+        "seconds_per_sample": seconds,
+        "threads": args.threads,
+        "cpu_count": os.cpu_count(),
+        "load_average_at_end": os.getloadavg(),
+        "wall_s": time.time() - started,
+        "versions": _versions(),
+        "results": results,
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump(report, f, indent=1)
+    plot(results, args.out + ".png")
+    print()
+    print(table(results))
+    print(f"\nwrote {args.out}.json and {args.out}.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -26,7 +26,7 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "MAGIC"]
+__all__ = ["CheckpointError", "MAGIC", "find_latest_checkpoint", "load_checkpoint", "save_checkpoint"]
 
 MAGIC = b"TORCHFRAG-CKPT"
 VERSION = 1
@@ -101,3 +101,33 @@ def load_checkpoint(path: str) -> dict[str, Any]:
     if actual != digest:
         raise CheckpointError(f"{path!r} is corrupted: sha256 {actual} != recorded {digest}")
     return torch.load(io.BytesIO(payload), weights_only=True)
+
+
+def find_latest_checkpoint(folder: str) -> tuple[str, dict[str, Any]] | None:
+    """Returns ``(path, state)`` of the newest checkpoint in ``folder`` that verifies.
+
+    Newer files come first (by modification time); a file that fails its
+    checks (truncated, corrupted, foreign) is skipped with a warning, and
+    leftover temporary files of interrupted writes are ignored. Returns
+    ``None`` when no checkpoint in the folder loads.
+
+    Example:
+        >>> import os, tempfile, torch
+        >>> folder = tempfile.mkdtemp()
+        >>> find_latest_checkpoint(folder) is None
+        True
+        >>> _ = save_checkpoint({"iteration": 1}, os.path.join(folder, "a.pt"))
+        >>> find_latest_checkpoint(folder)[1]["iteration"]
+        1
+    """
+    if not os.path.isdir(folder):
+        return None
+    candidates = [os.path.join(folder, n) for n in os.listdir(folder)
+                  if n.endswith(".pt") and not n.startswith(".tmp-")]
+    candidates.sort(key=lambda p: (os.path.getmtime(p), p), reverse=True)
+    for path in candidates:
+        try:
+            return path, load_checkpoint(path)
+        except (CheckpointError, OSError, ValueError, RuntimeError) as err:
+            logger.warning("skipping unusable checkpoint %s: %s", path, err)
+    return None

@@ -153,6 +153,7 @@ class FragmentGraph:
             avail[ph] = {k: src for k in keys}
             self.inputs[ph.target] = tuple(keys)
         by_node: dict[fx.Node, FragmentNode] = {}
+        self._check_hidden_dependencies()
         for node in graph.nodes:
             if node.op in ("placeholder", "output"):
                 continue
@@ -184,7 +185,6 @@ class FragmentGraph:
                     "move this computation into a Fragment (subclass torchfrag.Fragment or "
                     "wrap a TensorDict module with torchfrag.fragments.wrap)",
                 )
-        self._check_hidden_dependencies(by_node)
         self._shared_edges()
         for fnode in self.nodes:
             node_graph = getattr(fnode.module, "body_graph", None)
@@ -260,29 +260,31 @@ class FragmentGraph:
             arg = arg.args[0] if arg.args else None
         return None
 
-    def _check_hidden_dependencies(self, by_node: dict) -> None:
-        order = {n: i for i, n in enumerate(self.module.graph.nodes)}
-        for node, fnode in by_node.items():
-            if node.users or not node.args or not isinstance(node.args[0], fx.Node):
-                if not node.users and not fnode.impure:
-                    logger.warning("the result of pure fragment %s is unused; it will be "
-                                   "removed by eliminate_dead_code()", fnode.name)
+    def _check_hidden_dependencies(self) -> None:
+        """Refuses a fragment call whose result is dropped while its input is used later."""
+        nodes = list(self.module.graph.nodes)
+        order = {n: i for i, n in enumerate(nodes)}
+        for node in nodes:
+            if node.op != "call_module" or node.users or not node.args:
                 continue
             arg = node.args[0]
+            if not isinstance(arg, fx.Node):
+                continue
             later = [u for u in arg.users if order[u] > order[node]]
             if later:
-                use = later[0]
-                use_loc = location_from_stack_trace(use.meta.get("stack_trace"))
+                use_loc = location_from_stack_trace(later[0].meta.get("stack_trace"))
                 where = f" (used again at line {use_loc[1]})" if use_loc else ""
                 raise CaptureError(
-                    f"the TensorDict returned by fragment {fnode.target!r} is discarded, but its "
+                    f"the TensorDict returned by fragment {node.target!r} is discarded, but its "
                     f"input is used again afterwards{where}: fragments return their results, so "
                     "relying on an in-place update hides the dependency",
-                    fnode.location,
-                    f"rebind the result: `td = self.{fnode.target}(td)`",
+                    location_from_stack_trace(node.meta.get("stack_trace")),
+                    f"rebind the result: `td = self.{node.target}(td)`",
                 )
-            if not fnode.impure:
-                logger.warning("the result of pure fragment %s is unused", fnode.name)
+            mod = self.module.get_submodule(node.target)
+            if not getattr(mod, "impure", False):
+                logger.warning("the result of pure fragment %s is unused; eliminate_dead_code() "
+                               "removes it", node.target)
 
     def _shared_edges(self) -> None:
         from torchfrag.fragments.base import Fragment

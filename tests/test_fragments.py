@@ -1,0 +1,168 @@
+"""Fragments: the base class, one-line wrapping, and the TorchRL-backed built-ins."""
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.objectives.value import GAE
+
+from torchfrag import Fragment
+from torchfrag.algos.ppo import make_actor_critic, make_env
+from torchfrag.fragments import (Act, Advantage, Collect, EnvReset, EnvStep, EpisodeStats, Learn,
+                                 ReplaySample, ReplayWrite, Rollout, Wrap, wrap)
+
+
+@pytest.fixture
+def cartpole():
+    env = make_env("CartPole-v1", 4, seed=0)
+    yield env
+    env.close()
+
+
+class Double(Fragment):
+    def __init__(self):
+        super().__init__(in_keys=["x"], out_keys=["y"])
+
+    def forward(self, td):
+        return td.set("y", td["x"] * 2)
+
+
+def test_subclass_declares_keys_and_defaults():
+    f = Double()
+    assert f.in_keys == ["x"] and f.out_keys == ["y"]
+    assert f.impure is False and f._is_impure is False and f.passthrough
+    out = f(TensorDict(x=torch.ones(2), batch_size=[2]))
+    assert out["y"].tolist() == [2.0, 2.0]
+    assert f.output_keys(frozenset({"x"})) == [frozenset({"x", "y"})]
+
+
+def test_owned_and_read_parameters():
+    a, b = nn.Linear(2, 2), nn.Linear(2, 1)
+    f = Fragment(["x"], ["y"], impure=True, owns=a, reads=[a, b])
+    assert f.impure and f._is_impure
+    assert [id(p) for p in f.owned_parameters()] == [id(p) for p in a.parameters()]
+    assert len(f.read_parameters()) == 4  # deduplicated
+
+
+def test_wrap_any_tensordict_module_in_one_line():
+    mod = TensorDictModule(nn.Linear(3, 1), ["obs"], ["value"])
+    f = wrap(mod)
+    assert isinstance(f, Wrap) and f.in_keys == ["obs"] and f.out_keys == ["value"]
+    assert f.read_parameters() and not f.owned_parameters()
+    assert wrap(f) is f
+    assert wrap(mod, owns=True).owned_parameters()
+    with pytest.raises(TypeError, match="pass in_keys= and out_keys="):
+        wrap(nn.Linear(2, 2))
+
+
+def test_act_and_exploration(cartpole):
+    actor, _ = make_actor_critic(cartpole, [16])
+    act = Act(actor)
+    td = act(cartpole.reset())
+    assert td["action"].shape == (4,) and "action_log_prob" in td.keys()
+    det = Act(actor, exploration="deterministic")
+    td0 = cartpole.reset()
+    assert torch.equal(det(td0.clone())["action"], det(td0.clone())["action"])
+    with pytest.raises(ValueError, match="exploration"):
+        Act(actor, exploration="greedy")
+
+
+def test_env_step_and_reset(cartpole):
+    reset = EnvReset(cartpole)
+    assert reset.impure and reset.out_keys[0] == "observation"
+    step = EnvStep(cartpole)
+    assert step.impure and step.in_keys == ["action"] and step.num_outputs() == 2
+    td = reset()
+    td["action"] = cartpole.action_spec.rand()
+    transition, carry = step(td)
+    assert transition["next", "reward"].shape == (4, 1)
+    assert torch.equal(carry["observation"], transition["next", "observation"]) or \
+        bool(transition["next", "done"].any())
+    plain = EnvStep(cartpole, auto_reset=False)
+    carry["action"] = cartpole.action_spec.rand()
+    assert "next" in plain(carry).keys()
+
+
+def test_rollout_shapes_body_and_carry(cartpole):
+    actor, _ = make_actor_critic(cartpole, [16])
+    rollout = Rollout(actor, cartpole, steps=10)
+    assert rollout.impure and not rollout.passthrough
+    assert [n.name for n in rollout.body_graph.nodes] == ["act", "env_step"]
+    b1 = rollout()
+    assert b1.batch_size == (4, 10)
+    b2 = rollout()
+    # the env state carries over: the second rollout starts where the first stopped
+    not_done = ~b1["next", "done"][:, -1, 0]
+    assert torch.equal(b2["observation"][:, 0][not_done], b1["next", "observation"][:, -1][not_done])
+    assert rollout.frames == 80
+    assert rollout.read_parameters()
+
+
+def test_episode_stats():
+    s = EpisodeStats()
+    s.update(torch.ones(2, 3, 1), torch.tensor([[[0], [0], [1]], [[0], [0], [0]]]).bool())
+    s.update(torch.ones(2, 2, 1), torch.tensor([[[0], [0]], [[1], [0]]]).bool())
+    out = s.pop()
+    assert out["episodes"] == 2 and out["episode_return"] == 3.5
+    assert s.pop() == {}
+
+
+def test_advantage_wraps_gae(cartpole):
+    actor, critic = make_actor_critic(cartpole, [16])
+    batch = Rollout(actor, cartpole, steps=8)()
+    adv = Advantage(GAE(gamma=0.99, lmbda=0.95, value_network=critic))
+    assert set(adv.out_keys) == {"advantage", "value_target"} and not adv.impure
+    out = adv(batch)
+    assert out["advantage"].shape == (4, 8, 1) and not out["advantage"].requires_grad
+
+
+class _MSE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(2, 1)
+        self.in_keys, self.out_keys = ["x", "y"], ["loss_mse"]
+
+    def forward(self, td):
+        return TensorDict(loss_mse=((self.net(td["x"]) - td["y"]) ** 2).mean())
+
+
+def test_learn_trains_and_returns_metrics():
+    torch.manual_seed(0)
+    x = torch.randn(256, 2)
+    data = TensorDict(x=x, y=x @ torch.tensor([[1.0], [-2.0]]), batch_size=[256])
+    loss = _MSE()
+    learn = Learn(loss, lr=0.05, epochs=4, minibatch_size=64, max_grad_norm=10.0, anneal_steps=10)
+    assert learn.impure and not learn.passthrough
+    assert [id(p) for p in learn.owned_parameters()] == [id(p) for p in loss.parameters()]
+    first = learn(data)
+    assert set(first.keys()) == {"loss_mse", "loss", "grad_norm", "lr"}
+    for _ in range(5):
+        last = learn(data)
+    assert float(last["loss"]) < 0.1 * float(first["loss"])
+    assert float(last["lr"]) == pytest.approx(0.05 * (1 - 5 / 10))
+    assert learn.calls == 6
+    state = learn.state_dict_extra()
+    learn2 = Learn(_MSE(), lr=0.05)
+    learn2.load_state_dict_extra(state)
+    assert learn2.calls == 6
+    with pytest.raises(ValueError, match="not both"):
+        Learn(loss, minibatch_size=4, num_minibatches=2)
+
+
+def test_replay_write_then_sample():
+    rb = ReplayBuffer(storage=LazyTensorStorage(100))
+    write, sample = ReplayWrite(rb), ReplaySample(rb, batch_size=8, out_keys=["x"])
+    assert write.impure and sample.impure
+    td = TensorDict(x=torch.arange(20.0).reshape(4, 5), batch_size=[4, 5])
+    assert write(td) is td and len(rb) == 20
+    assert sample(td)["x"].shape == (8,)
+    assert write.state_objects()[0] is sample.state_objects()[0]
+
+
+def test_collect_from_any_iterable():
+    batches = [TensorDict(x=torch.full((2,), float(i)), batch_size=[2]) for i in range(3)]
+    c = Collect(batches, out_keys=["x"])
+    assert c()["x"][0] == 0 and c()["x"][0] == 1 and c.frames == 4

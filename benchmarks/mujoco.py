@@ -14,10 +14,14 @@ round after round:
   (Gymnasium's XML), with random actions and the task's resets, timing only
   the ``mj_step`` calls, multiplied by T (threads = cores).
 
-Every figure is env steps per second; the reported value is the median over
-rounds.  Actions are uniform in the action bounds and drawn before timing.
-Results go to ``benchmarks/results/mujoco.json`` and ``mujoco.png``; the table
-is printed as Markdown.
+Each sample records env steps per second (wall clock) and CPU time per env
+step (all threads of the process; for ``physics`` the thread CPU time inside
+``mj_step``); the reported values are medians over rounds.  Wall-clock
+figures assume the T cores are free: on a shared, loaded machine they mostly
+measure the scheduler, while the CPU cost per step stays meaningful, so both
+tables are printed (Markdown).  Actions are uniform in the action bounds and
+drawn before timing.  Results go to ``benchmarks/results/mujoco.json`` and
+``mujoco.png`` (with the load average at start and end).
 
 Usage::
 
@@ -30,6 +34,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -51,23 +56,38 @@ SYSTEMS = ["torchfrag", "envpool", "gymnasium", "physics"]
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 
 
-class Runner:
-    """One system under one configuration: ``run(seconds) -> env steps per second``."""
+def _process_cpu() -> float:
+    """CPU seconds of this process, all threads (not its children)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
-    def __init__(self, steps: Callable[[], int], close: Callable[[], None]) -> None:
+
+class Runner:
+    """One system under one configuration.
+
+    ``run(seconds)`` returns ``(env steps per second, CPU microseconds per env
+    step)``; the CPU figure is ``None`` where the work happens in other
+    processes (Gymnasium's AsyncVectorEnv).
+    """
+
+    def __init__(self, steps: Callable[[], int], close: Callable[[], None],
+                 in_process: bool = True) -> None:
         self._steps = steps
         self.close = close
+        self._in_process = in_process
 
-    def run(self, seconds: float) -> float:
-        """Calls the step function until `seconds` have passed; returns steps/s."""
+    def run(self, seconds: float) -> tuple[float, float | None]:
+        """Calls the step function until `seconds` have passed."""
         self._steps()  # warm (first call after a pause pays for cold caches)
         done = 0
+        cpu0 = _process_cpu()
         start = time.perf_counter()
         while True:
             done += self._steps()
             elapsed = time.perf_counter() - start
             if elapsed >= seconds:
-                return done / elapsed
+                cpu = (_process_cpu() - cpu0) / done * 1e6 if self._in_process else None
+                return done / elapsed, cpu
 
 
 def _actions(space_low: np.ndarray, space_high: np.ndarray, n: int, k: int = 64,
@@ -145,7 +165,7 @@ def make_gymnasium(task: str, n: int, mode: str, threads: int) -> Runner:
         counter[0] += 1
         vec.step(acts[counter[0] % len(acts)])
         return n
-    return Runner(steps, vec.close)
+    return Runner(steps, vec.close, in_process=mode == "sync")
 
 
 def make_physics(task: str, n: int, mode: str, threads: int) -> Runner:
@@ -164,26 +184,43 @@ def make_physics(task: str, n: int, mode: str, threads: int) -> Runner:
     state = {"k": 0, "t": 0}
     chunk = 32
 
-    class PhysicsRunner(Runner):
-        """Times only the mj_step calls; resets and action copies are excluded."""
+    def empty_window() -> float:
+        # What a thread_time() pair costs by itself; subtracted from each window.
+        pairs = []
+        for _ in range(200):
+            c0 = time.thread_time()
+            pairs.append(time.thread_time() - c0)
+        return statistics.median(pairs)
 
-        def run(self, seconds: float) -> float:
-            busy = 0.0
+    class PhysicsRunner(Runner):
+        """Times only the mj_step calls; resets, health checks and action copies are excluded.
+
+        The wall-clock time inside mj_step gives the limit in steps/s; the
+        thread CPU time inside it (minus the cost of reading the clock) gives
+        the physics CPU cost per env step.
+        """
+
+        def run(self, seconds: float) -> tuple[float, float]:
+            busy = cpu = 0.0
             done = 0
+            calib = empty_window()
             wall = time.perf_counter()
             while time.perf_counter() - wall < seconds:
                 for _ in range(chunk):
                     state["k"] += 1
                     data.ctrl[:] = acts[state["k"] % len(acts)]
+                    c0 = time.thread_time()
                     t0 = time.perf_counter()
                     mujoco.mj_step(model, data, nstep=frame_skip)
-                    busy += time.perf_counter() - t0
+                    t1 = time.perf_counter()
+                    cpu += time.thread_time() - c0 - calib
+                    busy += t1 - t0
                     done += 1
                     state["t"] += 1
                     if state["t"] >= 1000 or not healthy():
                         env.reset()
                         state["t"] = 0
-            return done / busy * threads
+            return done / busy * threads, cpu / done * 1e6
 
     return PhysicsRunner(lambda: 0, env.close)
 
@@ -195,18 +232,23 @@ MAKERS = {"torchfrag": make_torchfrag, "envpool": make_envpool, "gymnasium": mak
 def bench_config(task: str, n: int, mode: str, threads: int, rounds: int,
                  seconds: float, systems: list[str]) -> dict:
     runners = {name: MAKERS[name](task, n, mode, threads) for name in systems}
-    samples: dict[str, list[float]] = {name: [] for name in systems}
+    rates: dict[str, list[float]] = {name: [] for name in systems}
+    cpus: dict[str, list[float]] = {name: [] for name in systems}
     try:
         for r in range(rounds):
             order = systems[r % len(systems):] + systems[:r % len(systems)]
             for name in order:
-                samples[name].append(runners[name].run(seconds))
+                rate, cpu = runners[name].run(seconds)
+                rates[name].append(rate)
+                if cpu is not None:
+                    cpus[name].append(cpu)
     finally:
         for runner in runners.values():
             runner.close()
-    med = {name: statistics.median(v) for name, v in samples.items()}
     return {"task": task, "num_envs": n, "mode": mode, "threads": threads,
-            "median_steps_per_s": med, "samples": samples}
+            "median_steps_per_s": {k: statistics.median(v) for k, v in rates.items()},
+            "median_cpu_us_per_step": {k: statistics.median(v) for k, v in cpus.items() if v},
+            "samples_steps_per_s": rates, "samples_cpu_us_per_step": cpus}
 
 
 def _versions() -> dict:
@@ -224,6 +266,7 @@ def _versions() -> dict:
 
 
 def table(results: list[dict]) -> str:
+    """Wall-clock throughput table: peers, ours, ratios."""
     head = ("| task | envs | mode | torchfrag | envpool | x envpool | gymnasium | x gymnasium "
             "| physics limit | % of limit |")
     lines = [head, "|" + "---|" * 10]
@@ -240,6 +283,28 @@ def table(results: list[dict]) -> str:
         lines.append(f"| {r['task']} | {r['num_envs']} | {r['mode']} | {ours:,.0f} | "
                      f"{cell('envpool')} | {ratio('envpool')} | {cell('gymnasium')} | "
                      f"{ratio('gymnasium')} | {cell('physics')} | {pct} |")
+    return "\n".join(lines)
+
+
+def cpu_table(results: list[dict]) -> str:
+    """CPU cost per env step (all threads of the process): robust to a busy machine."""
+    head = ("| task | envs | mode | torchfrag us | envpool us | envpool / torchfrag "
+            "| physics us | physics / torchfrag |")
+    lines = [head, "|" + "---|" * 8]
+    for r in results:
+        c = r["median_cpu_us_per_step"]
+        if "torchfrag" not in c:
+            continue
+        ours = c["torchfrag"]
+
+        def cell(name: str) -> str:
+            return f"{c[name]:.1f}" if name in c else "-"
+
+        def ratio(name: str) -> str:
+            return f"{c[name] / ours:.2f}" if name in c else "-"
+        lines.append(f"| {r['task']} | {r['num_envs']} | {r['mode']} | {ours:.1f} | "
+                     f"{cell('envpool')} | {ratio('envpool')} | {cell('physics')} | "
+                     f"{ratio('physics')} |")
     return "\n".join(lines)
 
 
@@ -290,6 +355,7 @@ def main() -> None:
 
     results = []
     started = time.time()
+    load_start = os.getloadavg()
     for task in args.tasks:
         for n in args.num_envs:
             for mode in args.modes:
@@ -305,6 +371,7 @@ def main() -> None:
         "seconds_per_sample": seconds,
         "threads": args.threads,
         "cpu_count": os.cpu_count(),
+        "load_average_at_start": load_start,
         "load_average_at_end": os.getloadavg(),
         "wall_s": time.time() - started,
         "versions": _versions(),
@@ -316,6 +383,8 @@ def main() -> None:
     plot(results, args.out + ".png")
     print()
     print(table(results))
+    print()
+    print(cpu_table(results))
     print(f"\nwrote {args.out}.json and {args.out}.png")
 
 

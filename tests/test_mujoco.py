@@ -336,3 +336,25 @@ def test_bad_model_file_rejected(tmp_path) -> None:
 def test_bad_main_body_rejected(main_body, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         make("Ant-v5", main_body=main_body)
+
+
+def test_absolute_xml_path(tmp_path) -> None:
+    import os
+
+    from torchfrag._preload.mujoco import gymnasium_assets_dir
+
+    path = os.path.join(gymnasium_assets_dir(), "half_cheetah.xml")
+    with make("HalfCheetah-v5", xml_file=path) as pool:
+        obs, _ = pool.reset()
+    assert obs.shape == (1, 17)
+
+
+def test_preload_rejects_other_mujoco_version(monkeypatch) -> None:
+    import importlib.metadata
+
+    from torchfrag._preload import mujoco as preload_mujoco
+
+    monkeypatch.setattr(preload_mujoco, "_library", None)
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "3.1.0")
+    with pytest.raises(ImportError, match=r"built against mujoco 4\.0\.0 but mujoco 3\.1\.0"):
+        preload_mujoco.preload()

@@ -166,12 +166,19 @@ class ModelCache {
   }
 
  private:
+  // The canonical path (relative paths depend on the working directory) plus
+  // the file's mtime and size, so an edited file is loaded again.
   static std::string file_key(const std::string& path) {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) {
       throw std::invalid_argument("xml_file: MuJoCo model file '" + path + "' does not exist");
     }
-    return path + "|" + std::to_string(static_cast<long long>(st.st_mtime)) + "|" +
+    std::string canonical = path;
+    if (char* real = ::realpath(path.c_str(), nullptr)) {
+      canonical = real;
+      std::free(real);  // realpath's result is malloc'ed by libc
+    }
+    return canonical + "|" + std::to_string(static_cast<long long>(st.st_mtime)) + "|" +
            std::to_string(static_cast<long long>(st.st_size));
   }
 
@@ -264,7 +271,7 @@ constexpr size_t kTaskInfo = 2;
 // (write qpos/qvel into data) and the rest of reset/step around it.
 class MujocoEnv : public Env {
  public:
-  MujocoEnv(const EnvOptions& o)
+  explicit MujocoEnv(const EnvOptions& o)
       : model_(ModelCache::instance().model(expand_model_path(o.s("xml_file")))),
         m_(model_.get()),
         data_(mj_makeData(m_)),

@@ -47,6 +47,25 @@ def _sanitizer_flags() -> tuple[list[str], list[str]]:
     return flags + ["-O1", "-g"], flags
 
 
+class AtomicBuildExt(build_ext):
+    """build_ext whose ``--inplace`` copy replaces the .so atomically.
+
+    The default copy truncates the file in place, which crashes any running
+    process that has the old extension mapped (tests, benchmarks).
+    """
+
+    def copy_file(self, infile, outfile, *args, **kwargs):  # noqa: D102
+        if not str(outfile).endswith(".so"):
+            return super().copy_file(infile, outfile, *args, **kwargs)
+        import shutil
+
+        tmp = f"{outfile}.tmp-{os.getpid()}"
+        shutil.copyfile(infile, tmp)
+        shutil.copymode(infile, tmp)
+        os.replace(tmp, outfile)
+        return outfile, 1
+
+
 native = _native_args()
 san_compile, san_link = _sanitizer_flags()
 sources = sorted(glob.glob("csrc/*.cpp")) + sorted(glob.glob("csrc/envs/*.cpp"))
@@ -65,4 +84,4 @@ ext = Pybind11Extension(
     cxx_std=17,
 )
 
-setup(ext_modules=[ext], cmdclass={"build_ext": build_ext})
+setup(ext_modules=[ext], cmdclass={"build_ext": AtomicBuildExt})

@@ -350,6 +350,7 @@ void Pool::send(const std::vector<int64_t>& ids_in, const ActionBatch& actions, 
 }
 
 std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
+  std::lock_guard<std::mutex> one_at_a_time(recv_mu_);
   check_open();
   const int64_t bs = config_.batch_size;
   {

@@ -215,7 +215,8 @@ class Pool {
   // Async batches.
   std::vector<std::unique_ptr<AsyncSet>> async_sets_;
   std::atomic<int64_t> next_slot_{0};
-  int64_t recv_batch_ = 0;
+  int64_t recv_batch_ = 0;   // guarded by recv_mu_
+  std::mutex recv_mu_;        // one recv() at a time, so batches are handed out in order
   mutable std::mutex ready_mu_;
   std::condition_variable ready_cv_;
 

@@ -166,3 +166,21 @@ def test_collect_from_any_iterable():
     batches = [TensorDict(x=torch.full((2,), float(i)), batch_size=[2]) for i in range(3)]
     c = Collect(batches, out_keys=["x"])
     assert c()["x"][0] == 0 and c()["x"][0] == 1 and c.frames == 4
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_act_fast_path_equals_actor(env_id):
+    env = make_env(env_id, 5, seed=3)
+    actor, _ = make_actor_critic(env, [16])
+    fast, slow = Act(actor), Act(actor, fast=False)
+    # the fast path covers torch.distributions (CartPole's Categorical), not TorchRL's TanhNormal
+    assert (fast._fast is not None) == (env_id == "CartPole-v1") and slow._fast is None
+    td = env.reset()
+    torch.manual_seed(11)
+    a = fast(td.clone())
+    torch.manual_seed(11)
+    b = slow(td.clone())
+    assert set(a.keys()) == set(b.keys())
+    for k in actor.out_keys:
+        assert torch.equal(a[k], b[k]), k
+    env.close()

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import InteractionType
+from tensordict.nn import (InteractionType, ProbabilisticTensorDictModule,
+                           ProbabilisticTensorDictSequential, TensorDictModule)
 from torch import nn
 from torchrl.envs.utils import set_exploration_type
 
@@ -26,9 +27,17 @@ class Act(Fragment):
     parameters are *read* (the learn fragment that trains them owns them),
     which :func:`torchfrag.capture` records as a weight-sync edge.
 
+    Fast path: for the common ``ProbabilisticActor(TensorDictModule(net), ...)``
+    with random exploration, the fragment calls the network, builds the
+    distribution, samples (``rsample`` when available, as TensorDict does) and
+    computes the log-probability itself, skipping TensorDict's per-call
+    dispatch; the results are the same tensors (tested). ``fast=False`` always
+    calls the actor.
+
     Args:
         actor: A TensorDict module with ``in_keys``/``out_keys``.
         exploration: ``"random"`` (sample), ``"deterministic"``, ``"mode"`` or ``"mean"``.
+        fast: Allow the fast path described above.
 
     Example:
         >>> import torch
@@ -40,17 +49,69 @@ class Act(Fragment):
         torch.Size([3, 1])
     """
 
-    def __init__(self, actor: nn.Module, exploration: str = "random") -> None:
+    def __init__(self, actor: nn.Module, exploration: str = "random", fast: bool = True) -> None:
         if exploration not in _EXPLORATION:
             raise ValueError(f"exploration must be one of {sorted(_EXPLORATION)}, got {exploration!r}")
         super().__init__(actor.in_keys, actor.out_keys, reads=actor)
         self.actor = actor
         self.exploration = exploration
         self._itype = _EXPLORATION[exploration]
+        self._fast = _fast_plan(actor) if fast and exploration == "random" else None
 
     def describe(self) -> str:
         return f"Act({type(self.actor).__name__}, {self.exploration})"
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self._fast is not None:
+            with torch.no_grad():
+                return self._fast(tensordict)
         with torch.no_grad(), set_exploration_type(self._itype):
             return self.actor(tensordict)
+
+
+def _fast_plan(actor: nn.Module):
+    """A direct implementation of ``actor`` under random exploration, or ``None``."""
+    if not isinstance(actor, ProbabilisticTensorDictSequential):
+        return None
+    mods = list(actor.module)
+    if len(mods) != 2:
+        return None
+    body, prob = mods
+    if type(body) not in (TensorDictModule,) or body.method is not None or body.method_kwargs:
+        return None
+    if not isinstance(prob, ProbabilisticTensorDictModule) or getattr(prob, "safe", False):
+        return None
+    if prob.num_samples is not None or not prob.return_log_prob or len(prob.out_keys) != 2:
+        return None
+    if type(prob).forward not in (ProbabilisticTensorDictModule.forward,) and \
+            type(prob).__mro__[1].forward is not ProbabilisticTensorDictModule.forward:
+        return None
+    if list(body.out_keys) != list(prob.in_keys):
+        return None
+    if not all(isinstance(k, str) for k in [*body.in_keys, *body.out_keys, *prob.out_keys]):
+        return None
+    net = body.module
+    in_keys = list(body.in_keys)
+    param_keys = list(body.out_keys)
+    dist_keys = [k[-1] if isinstance(k, tuple) else k for k in prob.dist_keys]
+    dist_cls = prob.distribution_class
+    # TorchRL's own distributions (TanhNormal, ...) may cache values between
+    # sampling and log_prob; only torch's are reproduced exactly.
+    if not getattr(dist_cls, "__module__", "").startswith("torch.distributions"):
+        return None
+    dist_kwargs = dict(prob.distribution_kwargs)
+    action_key, logp_key = prob.out_keys
+
+    def forward(td: TensorDictBase) -> TensorDictBase:
+        out = net(*[td.get(k) for k in in_keys])
+        params = (out,) if isinstance(out, torch.Tensor) else tuple(out)
+        dist = dist_cls(**dict(zip(dist_keys, params)), **dist_kwargs)
+        action = dist.rsample() if dist.has_rsample else dist.sample()
+        logp = dist.log_prob(action)
+        for k, v in zip(param_keys, params):
+            td.set(k, v)
+        td.set(action_key, action)
+        td.set(logp_key, logp)
+        return td
+
+    return forward

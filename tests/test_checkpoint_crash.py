@@ -96,3 +96,20 @@ def test_corruption_and_truncation_are_refused(tmp_path) -> None:
     os.utime(path, (time.time() - 100, time.time() - 100))
     found_path, state = find_latest_checkpoint(str(tmp_path))
     assert found_path == path and state["iteration"] == 3
+
+
+def test_resume_from_folder_uses_newest_good_checkpoint(tmp_path) -> None:
+    from torchfrag.runtime.checkpoint import load_for_resume
+
+    ckpts = tmp_path / "checkpoints"
+    with pytest.raises(CheckpointError, match="no usable checkpoint"):
+        ckpts.mkdir() or load_for_resume(str(tmp_path))
+    save_checkpoint({"iteration": 1}, str(ckpts / "iter_000001.pt"))
+    save_checkpoint({"iteration": 2}, str(ckpts / "iter_000002.pt"))
+    newest = ckpts / "iter_000003.pt"
+    newest.write_bytes(b"TORCHFRAG-CKPT 1 sha256=00 size=5\nxx")  # a torn write
+    os.utime(newest, (time.time() + 5, time.time() + 5))
+    path, state = load_for_resume(str(tmp_path))
+    assert state["iteration"] == 2 and path.endswith("iter_000002.pt")
+    with pytest.raises(CheckpointError, match="truncated"):
+        load_for_resume(str(newest))

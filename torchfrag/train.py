@@ -250,7 +250,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
 
     from torchfrag.algos.ppo import PPOConfig, make_ppo
     from torchfrag.graph import capture
-    from torchfrag.runtime import load_checkpoint, run, save_checkpoint
+    from torchfrag.runtime import run, save_checkpoint
 
     _check(cfg)
     if run_dir is None:
@@ -270,12 +270,14 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     start = 0
     curve: list[tuple[int, float]] = []
     if cfg.resume:
-        ckpt = load_checkpoint(str(cfg.resume))
+        from torchfrag.runtime.checkpoint import load_for_resume
+
+        resume_path, ckpt = load_for_resume(str(cfg.resume))
         loop.load_training_state(ckpt["state"])
         torch.set_rng_state(ckpt["rng"])
         start = int(ckpt["iteration"])
         curve = [tuple(x) for x in ckpt.get("curve", [])]
-        logger.info("resumed from %s at iteration %d (%d frames)", cfg.resume, start,
+        logger.info("resumed from %s at iteration %d (%d frames)", resume_path, start,
                     loop.rollout.frames)
     tlog = _make_logger(cfg, run_dir)
     window: deque[float] = deque(maxlen=int(cfg.target_window))

@@ -26,7 +26,14 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CheckpointError", "MAGIC", "find_latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "CheckpointError",
+    "MAGIC",
+    "find_latest_checkpoint",
+    "load_checkpoint",
+    "load_for_resume",
+    "save_checkpoint",
+]
 
 MAGIC = b"TORCHFRAG-CKPT"
 VERSION = 1
@@ -131,3 +138,23 @@ def find_latest_checkpoint(folder: str) -> tuple[str, dict[str, Any]] | None:
         except (CheckpointError, OSError, ValueError, RuntimeError) as err:
             logger.warning("skipping unusable checkpoint %s: %s", path, err)
     return None
+
+
+def load_for_resume(path: str) -> tuple[str, dict[str, Any]]:
+    """Loads what ``resume=<path>`` names: a checkpoint file, a checkpoint folder, or a run folder.
+
+    For a folder (or a run folder holding ``checkpoints/``) the newest
+    checkpoint that verifies is used, so a crash during the last write falls
+    back to the one before.
+
+    Raises:
+        CheckpointError: The file does not verify, or the folder holds no usable checkpoint.
+    """
+    if os.path.isdir(path):
+        sub = os.path.join(path, "checkpoints")
+        folder = sub if os.path.isdir(sub) else path
+        found = find_latest_checkpoint(folder)
+        if found is None:
+            raise CheckpointError(f"no usable checkpoint in {folder!r}; nothing to resume from")
+        return found
+    return path, load_checkpoint(path)

@@ -80,6 +80,36 @@ void quiet_ale() {
   std::call_once(once, [] { ale::Logger::setMode(ale::Logger::Error); });
 }
 
+// Size of each game's minimal action set in ALE 0.12.1 (the version the
+// preload enforces).  Loading a ROM takes ~0.1 s, and a spec is asked for
+// every id (Gymnasium registration at import), so specs read this table;
+// tests check it against ALE for every game.
+const std::map<std::string, int64_t> kMinimalActions = {
+    {"adventure", 18}, {"air_raid", 6}, {"alien", 18}, {"amidar", 10}, {"assault", 7},
+    {"asterix", 9}, {"asteroids", 14}, {"atlantis", 4}, {"atlantis2", 4}, {"backgammon", 3},
+    {"bank_heist", 18}, {"basic_math", 6}, {"battle_zone", 18}, {"beam_rider", 9},
+    {"berzerk", 18}, {"blackjack", 4}, {"bowling", 6}, {"boxing", 18}, {"breakout", 4},
+    {"carnival", 6}, {"casino", 4}, {"centipede", 18}, {"chopper_command", 18},
+    {"crazy_climber", 9}, {"crossbow", 18}, {"darkchambers", 18}, {"defender", 18},
+    {"demon_attack", 6}, {"donkey_kong", 18}, {"double_dunk", 18}, {"earthworld", 18},
+    {"elevator_action", 18}, {"enduro", 9}, {"entombed", 18}, {"et", 18}, {"fishing_derby", 18},
+    {"flag_capture", 18}, {"freeway", 3}, {"frogger", 5}, {"frostbite", 18}, {"galaxian", 6},
+    {"gopher", 8}, {"gravitar", 18}, {"hangman", 18}, {"haunted_house", 18}, {"hero", 18},
+    {"human_cannonball", 18}, {"ice_hockey", 18}, {"jamesbond", 18}, {"journey_escape", 16},
+    {"kaboom", 4}, {"kangaroo", 18}, {"keystone_kapers", 14}, {"king_kong", 6}, {"klax", 18},
+    {"koolaid", 9}, {"krull", 18}, {"kung_fu_master", 14}, {"laser_gates", 18},
+    {"lost_luggage", 9}, {"mario_bros", 18}, {"miniature_golf", 18}, {"montezuma_revenge", 18},
+    {"mr_do", 10}, {"ms_pacman", 9}, {"name_this_game", 6}, {"othello", 10}, {"pacman", 5},
+    {"phoenix", 8}, {"pitfall", 18}, {"pitfall2", 18}, {"pong", 6}, {"pooyan", 6},
+    {"private_eye", 18}, {"qbert", 6}, {"riverraid", 18}, {"road_runner", 18}, {"robotank", 18},
+    {"seaquest", 18}, {"sir_lancelot", 6}, {"skiing", 3}, {"solaris", 18}, {"space_invaders", 6},
+    {"space_war", 18}, {"star_gunner", 18}, {"superman", 18}, {"surround", 5}, {"tennis", 18},
+    {"tetris", 5}, {"tic_tac_toe_3d", 10}, {"time_pilot", 10}, {"trondead", 18}, {"turmoil", 12},
+    {"tutankham", 8}, {"up_n_down", 6}, {"venture", 18}, {"video_checkers", 5},
+    {"video_chess", 10}, {"video_cube", 18}, {"video_pinball", 9}, {"wizard_of_wor", 10},
+    {"word_zapper", 18}, {"yars_revenge", 18}, {"zaxxon", 18},
+};
+
 // Turns ALE palette-index frames into the resized, max-pooled observation in
 // one pass, with the arithmetic of OpenCV's INTER_AREA (which Gymnasium's
 // AtariPreprocessing and EnvPool use) done exactly in integers.
@@ -286,7 +316,7 @@ std::string join(const std::vector<int64_t>& v) {
 
 class AtariEnv : public Env {
  public:
-  AtariEnv(const std::string& id, const std::string& rom, const RomInfo& info, const Config& c)
+  AtariEnv(const std::string& id, const std::string& rom, const Config& c)
       : c_(c),
         channels_(c.gray ? 1 : 3),
         frame_bytes_(static_cast<size_t>(c.height) * c.width * channels_),
@@ -299,18 +329,21 @@ class AtariEnv : public Env {
     ale_->setInt("random_seed", 0);
     ale_->loadROM(rom);
     if (c.mode >= 0) {
-      if (std::find(info.modes.begin(), info.modes.end(), c.mode) == info.modes.end()) {
+      std::vector<int64_t> modes;
+      for (auto m : ale_->getAvailableModes()) modes.push_back(m);
+      if (std::find(modes.begin(), modes.end(), c.mode) == modes.end()) {
         throw std::invalid_argument(id + ": mode " + std::to_string(c.mode) +
-                                    " is not available; available modes: " + join(info.modes));
+                                    " is not available; available modes: " + join(modes));
       }
       ale_->setMode(static_cast<ale::game_mode_t>(c.mode));
     }
     if (c.difficulty >= 0) {
-      if (std::find(info.difficulties.begin(), info.difficulties.end(), c.difficulty) ==
-          info.difficulties.end()) {
+      std::vector<int64_t> levels;
+      for (auto d : ale_->getAvailableDifficulties()) levels.push_back(d);
+      if (std::find(levels.begin(), levels.end(), c.difficulty) == levels.end()) {
         throw std::invalid_argument(id + ": difficulty " + std::to_string(c.difficulty) +
                                     " is not available; available difficulties: " +
-                                    join(info.difficulties));
+                                    join(levels));
       }
       ale_->setDifficulty(static_cast<ale::difficulty_t>(c.difficulty));
     }
@@ -526,6 +559,10 @@ const std::map<std::string, std::string>& AtariFamily::games() const {
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       const fs::path& p = entry.path();
       if (p.extension() != ".bin") continue;
+      // ale-py ships a few ROMs this ALE cannot wrap as single-player games
+      // (combat, joust, maze_craze, warlords; ale-py registers none of them);
+      // loading one would make ALE call std::exit, so they get no id.
+      if (!ale::ALEInterface::isSupportedROM(p).has_value()) continue;
       games_[rom_id_to_name(p.stem().string()) + "-v5"] = p.string();
     }
   });
@@ -545,18 +582,21 @@ std::string AtariFamily::rom_path(const std::string& id) const {
   return it->second;
 }
 
-const RomInfo& AtariFamily::rom_info(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(info_mu_);
-  auto it = info_.find(id);
-  if (it != info_.end()) return it->second;
+int64_t AtariFamily::minimal_actions(const std::string& id) const {
+  const std::string rom = fs::path(rom_path(id)).stem().string();
+  auto known = kMinimalActions.find(rom);
+  if (known != kMinimalActions.end()) return known->second;
+  // A ROM this table does not know (ALE_ROMS_DIR pointing elsewhere): load
+  // it once and remember.
+  std::lock_guard<std::mutex> lock(probe_mu_);
+  auto it = probed_.find(rom);
+  if (it != probed_.end()) return it->second;
   quiet_ale();
   ale::ALEInterface probe;
   probe.loadROM(rom_path(id));
-  RomInfo info;
-  info.minimal_actions = static_cast<int64_t>(probe.getMinimalActionSet().size());
-  for (auto m : probe.getAvailableModes()) info.modes.push_back(m);
-  for (auto d : probe.getAvailableDifficulties()) info.difficulties.push_back(d);
-  return info_.emplace(id, std::move(info)).first->second;
+  const auto n = static_cast<int64_t>(probe.getMinimalActionSet().size());
+  probed_[rom] = n;
+  return n;
 }
 
 EnvSpec AtariFamily::spec(const std::string& id, const Options* options) const {
@@ -572,9 +612,8 @@ EnvSpec AtariFamily::spec(const std::string& id, const Options* options) const {
   s.infos = {info_spec("lives", DType::kInt32, 0, kInf),
              info_spec("reward", DType::kFloat32, -kInf, kInf),
              info_spec("terminated", DType::kBool, 0, 1)};
-  // The legal set is always the 18 joystick actions; the minimal set needs
-  // the ROM (loaded once per game and cached).
-  s.action = discrete_action(c.full_action_space ? 18 : rom_info(id).minimal_actions);
+  // The legal set is always the 18 joystick actions.
+  s.action = discrete_action(c.full_action_space ? 18 : minimal_actions(id));
   s.max_episode_steps = kDefaultMaxEpisodeSteps;
   s.options = {
       opt_int("frame_skip", 4, "emulator frames per step (the action repeats; max-pool of the "
@@ -619,7 +658,7 @@ std::unique_ptr<Env> AtariFamily::make(const std::string& id, const EnvSpec&,
   c.max_episode_steps = options.i("max_episode_steps");
   c.mode = options.i("mode");
   c.difficulty = options.i("difficulty");
-  return std::make_unique<AtariEnv>(id, rom_path(id), rom_info(id), c);
+  return std::make_unique<AtariEnv>(id, rom_path(id), c);
 }
 
 }  // namespace atari

@@ -26,13 +26,6 @@
 namespace torchfrag {
 namespace atari {
 
-// Facts about one ROM that a spec needs (found by loading it once).
-struct RomInfo {
-  int64_t minimal_actions = 0;
-  std::vector<int64_t> modes;
-  std::vector<int64_t> difficulties;
-};
-
 class AtariFamily : public EnvFamily {
  public:
   std::vector<std::string> ids() const override;
@@ -46,12 +39,13 @@ class AtariFamily : public EnvFamily {
  private:
   // id -> ROM path, built on first use from the ROM folder of ale-py.
   const std::map<std::string, std::string>& games() const;
-  const RomInfo& rom_info(const std::string& id) const;
+  // Size of the game's minimal action set (a table; ROM probe as fallback).
+  int64_t minimal_actions(const std::string& id) const;
 
   mutable std::once_flag games_once_;
   mutable std::map<std::string, std::string> games_;
-  mutable std::mutex info_mu_;
-  mutable std::map<std::string, RomInfo> info_;
+  mutable std::mutex probe_mu_;
+  mutable std::map<std::string, int64_t> probed_;
 };
 
 }  // namespace atari

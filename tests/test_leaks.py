@@ -35,19 +35,12 @@ def _snapshot() -> tuple[float, int, int]:
     return proc.memory_info().rss / 2**20, proc.num_fds(), threading.active_count()
 
 
-def _actions(pool, n: int, rng: np.random.Generator) -> np.ndarray:
-    space = pool.action_space
-    if hasattr(space, "n"):
-        return rng.integers(0, space.n, size=n)
-    return rng.uniform(space.low, space.high, size=(n, *space.shape)).astype(np.float32)
-
-
 def _cycles(env_id: str, count: int, rng: np.random.Generator) -> None:
     for _ in range(count):
         pool = make(env_id, num_envs=4, num_threads=2)
         pool.reset()
         for _ in range(3):
-            pool.step(_actions(pool, 4, rng))
+            pool.step(pool.random_actions(4, rng))
         pool.close()
 
 

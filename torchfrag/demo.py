@@ -26,8 +26,7 @@ def throughput(env_id: str = "CartPole-v1", num_envs: int = 256, seconds: float 
     """
     pool = make(env_id, num_envs=num_envs, num_threads=num_threads, seed=0)
     rng = np.random.default_rng(0)
-    actions = [np.stack([pool.action_space.sample() for _ in range(num_envs)]) for _ in range(8)]
-    del rng
+    actions = [pool.random_actions(rng=rng) for _ in range(8)]
     pool.reset()
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:

@@ -29,26 +29,19 @@ def representative_ids() -> list[str]:
     return chosen
 
 
-def random_actions(pool, n: int, rng: np.random.Generator) -> np.ndarray:
-    space = pool.action_space
-    if hasattr(space, "n"):
-        return rng.integers(0, space.n, size=n)
-    return rng.uniform(space.low, space.high, size=(n, *space.shape)).astype(np.float32)
-
-
 def sync_workload(env_id: str, steps: int, rng: np.random.Generator) -> None:
     for autoreset in ("next_step", "same_step"):
         pool = make(env_id, num_envs=6, num_threads=2, seed=int(rng.integers(1 << 30)),
                     autoreset=autoreset)
         pool.reset()
         for t in range(steps):
-            pool.step(random_actions(pool, 6, rng))
+            pool.step(pool.random_actions(6, rng))
             if t % 17 == 0:
                 ids = rng.choice(6, size=int(rng.integers(1, 7)), replace=False)
                 pool.reset(ids)
             if t % 23 == 0:
                 ids = rng.choice(6, size=3, replace=False)
-                pool.step(random_actions(pool, 3, rng), ids)
+                pool.step(pool.random_actions(3, rng), ids)
         pool.close()
 
 
@@ -68,7 +61,7 @@ def async_workload(env_id: str, iterations: int, rng: np.random.Generator) -> No
         k = int(rng.integers(max(1, bs - pool.in_flight), len(idle) + 1))
         rng.shuffle(idle)
         chosen, idle = idle[:k], idle[k:]
-        pool.send(random_actions(pool, len(chosen), rng), chosen)
+        pool.send(pool.random_actions(len(chosen), rng), chosen)
     # Close with envs still in flight.
     pool.close()
     assert received == iterations * bs

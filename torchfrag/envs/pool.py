@@ -155,6 +155,22 @@ class EnvPool:
         """Envs sent and not yet returned by :meth:`recv`."""
         return self._pool.in_flight
 
+    def random_actions(self, count: int | None = None,
+                       rng: np.random.Generator | None = None) -> np.ndarray:
+        """A batch of uniformly random valid actions (``count`` rows, default ``num_envs``).
+
+        Example:
+            >>> from torchfrag.envs import make
+            >>> make("Pendulum-v1", num_envs=3).random_actions().shape
+            (3, 1)
+        """
+        n = self.num_envs if count is None else int(count)
+        rng = np.random.default_rng() if rng is None else rng
+        space = self.action_space
+        if hasattr(space, "n"):
+            return rng.integers(0, space.n, size=n, dtype=np.int64)
+        return rng.uniform(space.low, space.high, size=(n, *space.shape)).astype(np.float32)
+
     # -- sync ---------------------------------------------------------------------
     def reset(self, env_ids: Sequence[int] | np.ndarray | None = None,
               seed: int | Sequence[int] | None = None) -> tuple[np.ndarray, dict]:

@@ -31,7 +31,12 @@ from torchrl.collectors import BaseCollector
 from torchrl.data import Composite
 
 from torchfrag.envs.pool import EnvPool
-from torchfrag.envs.torchrl_env import _torch_dtype, action_spec_from, observation_spec_from
+from torchfrag.envs.torchrl_env import (
+    action_spec_from,
+    observation_spec_from,
+    remap_infos,
+    resolve_info_keys,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -274,13 +279,12 @@ class PoolCollector(BaseCollector):
                              num_threads=num_threads, seed=seed, autoreset="same_step",
                              **options)
         spec = self._pool.spec
-        available = ["elapsed_step", *spec.infos]
-        for k in info_keys:
-            if k not in available:
-                raise ValueError(f"unknown info key {k!r} for {env_id}; available: {available}")
-        self.info_keys = list(info_keys)
-        self.observation_spec: Composite = observation_spec_from(spec, self.num_envs,
-                                                                 self.info_keys)
+        self._info_names = resolve_info_keys(spec, info_keys)
+        self._renamed = any(k != v for k, v in self._info_names.items())
+        #: TensorDict keys of the stored infos.
+        self.info_keys = list(self._info_names)
+        self.observation_spec: Composite = observation_spec_from(
+            spec, self.num_envs, list(self._info_names.values()))
         self.action_spec = action_spec_from(spec, self.num_envs)
         self.action_spec_unbatched = action_spec_from(spec, 1)[0]
 
@@ -529,6 +533,8 @@ class PoolCollector(BaseCollector):
         n_fresh = self.num_envs  # envs whose reset result has not arrived yet
         while True:
             obs, rew, term, trunc, info = pool.recv()
+            if self._renamed:
+                info = remap_infos(info, self._info_names)
             ids = info["env_id"].astype(np.int64)
             if n_fresh:
                 fresh = self._fresh[ids]
@@ -554,6 +560,8 @@ class PoolCollector(BaseCollector):
 
         def receive(g: int, record: bool) -> None:
             obs, rew, term, trunc, info = pool.recv()
+            if self._renamed:
+                info = remap_infos(info, self._info_names)
             ids = info["env_id"].astype(np.int64)
             order = np.argsort(ids, kind="stable")
             ids = ids[order]

@@ -54,8 +54,52 @@ _NP_TO_TORCH = {
     np.dtype(np.bool_): torch.bool,
 }
 
-#: Info names that are pool bookkeeping rather than env infos.
-_POOL_INFOS = ("env_id", "final_obs")
+#: TensorDict keys TorchRL (or its common transforms) own; an env info with
+#: one of these names is exposed as ``"info_<name>"`` (e.g. Atari's
+#: ``"reward"`` and ``"terminated"`` infos).
+RESERVED_KEYS = frozenset({
+    "observation", "action", "reward", "done", "terminated", "truncated", "next", "_reset",
+    "_step", "collector", "is_init", "step_count", "episode_reward", "final_obs", "env_id",
+})
+
+
+def info_key(name: str) -> str:
+    """TensorDict key of the env info ``name``: ``name``, or ``"info_<name>"`` if reserved.
+
+    Example:
+        >>> from torchfrag.envs.torchrl_env import info_key
+        >>> info_key("lives"), info_key("reward")
+        ('lives', 'info_reward')
+    """
+    return f"info_{name}" if name in RESERVED_KEYS else name
+
+
+def resolve_info_keys(spec: EnvSpec, info_keys: Sequence[str] | None) -> dict[str, str]:
+    """Maps TensorDict keys to pool info names for the requested infos.
+
+    ``info_keys`` holds pool info names (``"elapsed_step"``, ``"lives"``,
+    ``"reward"``...) or their TensorDict keys; ``None`` selects all of them.
+    """
+    available = {info_key(n): n for n in ("elapsed_step", *spec.infos)}
+    if info_keys is None:
+        return dict(available)
+    out: dict[str, str] = {}
+    for name in info_keys:
+        key = name if name in available else info_key(name)
+        if key not in available:
+            raise ValueError(f"unknown info key {name!r} for {spec.id}; available: "
+                             f"{sorted(available.values())}")
+        out[key] = available[key]
+    return out
+
+
+def remap_infos(info: dict, names: dict[str, str]) -> dict:
+    """Returns ``info`` with env infos under their TensorDict keys (see :func:`info_key`)."""
+    out = dict(info)
+    for key, name in names.items():
+        if key != name:
+            out[key] = info[name]
+    return out
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
@@ -68,6 +112,8 @@ def _torch_dtype(dtype: np.dtype) -> torch.dtype:
 def _array_spec(shape: tuple[int, ...], dtype: np.dtype, low: np.ndarray | None,
                 high: np.ndarray | None, device: torch.device | None):
     tdtype = _torch_dtype(dtype)
+    if tdtype == torch.bool:
+        return Categorical(2, shape=shape, dtype=torch.bool, device=device)
     if low is not None and high is not None:
         low = np.broadcast_to(np.asarray(low, dtype=np.float64), shape)
         high = np.broadcast_to(np.asarray(high, dtype=np.float64), shape)
@@ -85,8 +131,9 @@ def observation_spec_from(spec: EnvSpec, num_envs: int, info_keys: Sequence[str]
     Args:
         spec: The pool's :class:`~torchfrag.envs.EnvSpec`.
         num_envs: Leading batch dimension.
-        info_keys: Infos exposed as extra observation entries. ``"elapsed_step"``
-            maps to an int32 entry of shape ``[num_envs]``.
+        info_keys: Pool info names exposed as extra observation entries, under
+            :func:`info_key` names. ``"elapsed_step"`` maps to an int32 entry of
+            shape ``[num_envs]``.
         device: Spec device.
 
     Example:
@@ -107,7 +154,7 @@ def observation_spec_from(spec: EnvSpec, num_envs: int, info_keys: Sequence[str]
             entries[name] = Unbounded(shape=(num_envs,), dtype=torch.int32, device=device)
             continue
         info = spec.infos[name]
-        entries[name] = _array_spec((num_envs, *info.shape), info.dtype, info.low, info.high,
+        entries[info_key(name)] = _array_spec((num_envs, *info.shape), info.dtype, info.low, info.high,
                                     device)
     return Composite(entries, shape=(num_envs,), device=device)
 
@@ -192,14 +239,10 @@ class PoolEnv(EnvBase):
         self.env_id = env_id
         self.num_envs = int(num_envs)
         self.pool_spec: EnvSpec = self._pool.spec
-        available = ["elapsed_step", *self.pool_spec.infos]
-        if info_keys is None:
-            info_keys = available
-        info_keys = list(info_keys)
-        for name in info_keys:
-            if name not in available:
-                raise ValueError(f"unknown info key {name!r} for {env_id}; available: {available}")
-        self.info_keys: list[str] = info_keys
+        self._info_names = resolve_info_keys(self.pool_spec, info_keys)
+        self._renamed = any(k != v for k, v in self._info_names.items())
+        #: TensorDict keys of the exposed infos.
+        self.info_keys: list[str] = list(self._info_names)
         self._make_specs()
         self.is_closed = False
 
@@ -213,8 +256,8 @@ class PoolEnv(EnvBase):
         self._pending = np.zeros(n, dtype=bool)
         self._reset_obs = np.zeros((n, *obs_space.shape), dtype=obs_space.dtype)
         self._reset_infos = {
-            k: np.zeros((n, *self.pool_spec.infos[k].shape), dtype=self.pool_spec.infos[k].dtype)
-            for k in self.info_keys if k != "elapsed_step"
+            k: np.zeros((n, *self.pool_spec.infos[v].shape), dtype=self.pool_spec.infos[v].dtype)
+            for k, v in self._info_names.items() if k != "elapsed_step"
         }
         self._done_zeros = torch.zeros((n, 1), dtype=torch.bool)
 
@@ -232,7 +275,8 @@ class PoolEnv(EnvBase):
     # -- specs -----------------------------------------------------------------------
     def _make_specs(self) -> None:
         n, dev = self.num_envs, self.device
-        self.observation_spec = observation_spec_from(self.pool_spec, n, self.info_keys, dev)
+        self.observation_spec = observation_spec_from(
+            self.pool_spec, n, list(self._info_names.values()), dev)
         self.action_spec = action_spec_from(self.pool_spec, n, dev)
         self.reward_spec = Unbounded(shape=(n, 1), dtype=torch.float32, device=dev)
         self.done_spec = Composite(
@@ -319,6 +363,8 @@ class PoolEnv(EnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         actions = self._action_array(tensordict.get("action", None))
         obs, rew, term, trunc, info = self._pool.step(actions)
+        if self._renamed:
+            info = remap_infos(info, self._info_names)
         td, _ = self._next_td(obs, rew, term, trunc, info)
         return self._to_device(td)
 
@@ -333,6 +379,8 @@ class PoolEnv(EnvBase):
                     mask = None
         if mask is None:
             obs, info = self._pool.reset()
+            if self._renamed:
+                info = remap_infos(info, self._info_names)
             self._pending[:] = False
             data = {"observation": torch.from_numpy(obs).clone()}
             for k in self.info_keys:
@@ -342,6 +390,8 @@ class PoolEnv(EnvBase):
             real = ids[~self._pending[ids]]
             if real.size:
                 obs, info = self._pool.reset(real)
+                if self._renamed:
+                    info = remap_infos(info, self._info_names)
                 self._reset_obs[real] = obs
                 for k, buf in self._reset_infos.items():
                     buf[real] = info[k]
@@ -512,6 +562,8 @@ class PoolEnv(EnvBase):
                         extras.setdefault(key, []).append(val)
                 action_np = self._action_array(action)
             obs, rew, term, trunc, info = pool.step(action_np)
+            if self._renamed:
+                info = remap_infos(info, self._info_names)
             np.logical_or(term, trunc, out=done)
             if on_cpu:
                 np_action[:, t] = action_np.reshape(np_action.shape[:1] + np_action.shape[2:])

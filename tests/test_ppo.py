@@ -75,3 +75,15 @@ def test_ppo_seeds_reproduce_and_differ():
         losses.append(loop()["loss"])
         loop.close()
     assert torch.equal(losses[0], losses[1]) and not torch.equal(losses[0], losses[2])
+
+
+def test_ppo_over_pool_collector():
+    cfg = PPOConfig(num_envs=4, steps=8, epochs=1, minibatch_size=16, collector="pool",
+                    pool_batch_size=2)
+    loop = make_ppo("CartPole-v1", cfg, seed=0)
+    g = capture(loop)
+    assert [n.name for n in g.nodes] == ["rollout", "advantage", "learn"]
+    assert g.node("rollout").kind == "Collect(PoolCollector)" and g.node("rollout").impure
+    metrics = run(g, iterations=2).output
+    assert torch.isfinite(metrics["loss"]) and loop.rollout.frames == 64
+    loop.close()

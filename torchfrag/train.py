@@ -72,6 +72,9 @@ class PPOAlgoConfig:
     hidden: list[int] = field(default_factory=lambda: [64, 64])
     reward_scale: float = 1.0
     normalize_advantage: bool = True
+    collector: str = "rollout"
+    pool_batch_size: int | None = None
+    pool_deterministic: bool = True
 
 
 @dataclass

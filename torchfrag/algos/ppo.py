@@ -36,7 +36,7 @@ from torchrl.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
-from torchfrag.fragments import Advantage, Fragment, Learn, Rollout
+from torchfrag.fragments import Act, Advantage, Collect, Fragment, Learn, Rollout
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,14 @@ class PPOConfig:
         hidden: Hidden layer sizes of the actor and critic MLPs.
         reward_scale: Multiplies rewards before GAE (1.0: no scaling node in the loop).
         normalize_advantage: Per-minibatch advantage normalisation.
+        collector: ``"rollout"``: a :class:`~torchfrag.fragments.Rollout` over a
+            :class:`~torchfrag.envs.PoolEnv` (per-step body captured, so a
+            policy can place act and env apart); ``"pool"``: a
+            :class:`~torchfrag.fragments.Collect` over the async
+            :class:`~torchfrag.collectors.PoolCollector`.
+        pool_batch_size: Envs per policy call with ``collector="pool"``
+            (``None``: ``num_envs // 2``).
+        pool_deterministic: Bit-reproducible turn-taking groups with ``collector="pool"``.
     """
 
     num_envs: int = 8
@@ -84,6 +92,9 @@ class PPOConfig:
     hidden: list[int] = field(default_factory=lambda: [64, 64])
     reward_scale: float = 1.0
     normalize_advantage: bool = True
+    collector: str = "rollout"
+    pool_batch_size: int | None = None
+    pool_deterministic: bool = True
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PPOConfig:
@@ -194,14 +205,27 @@ class PPOLoop(nn.Module):
         cfg: Hyper-parameters.
     """
 
-    def __init__(self, env: EnvBase, actor: ProbabilisticActor, critic: ValueOperator,
+    def __init__(self, env: Any, actor: ProbabilisticActor, critic: ValueOperator,
                  cfg: PPOConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.env = env
         self.actor = actor
         self.critic = critic
-        self.rollout = Rollout(actor, env, steps=cfg.steps)
+        if cfg.collector == "rollout":
+            self.env = env
+            self.rollout = Rollout(actor, env, steps=cfg.steps)
+        elif cfg.collector == "pool":
+            from torchfrag.collectors import PoolCollector
+
+            self.env = None
+            keys = ["observation", "done", "terminated", "truncated", *actor.out_keys,
+                    ("next", "observation"), ("next", "reward"), ("next", "done"),
+                    ("next", "terminated"), ("next", "truncated")]
+            self.rollout = Collect(env, out_keys=keys, policy=actor)
+            self.__dict__["collector"] = env
+            assert isinstance(env, PoolCollector)
+        else:
+            raise ValueError(f"collector must be 'rollout' or 'pool', got {cfg.collector!r}")
         self.scale = RewardScale(cfg.reward_scale) if cfg.reward_scale != 1.0 else None
         self.advantage = Advantage(GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic,
                                        average_gae=False))
@@ -238,9 +262,12 @@ class PPOLoop(nn.Module):
         self.rollout.reset()
 
     def close(self) -> None:
-        """Closes the env."""
-        if not getattr(self.env, "is_closed", True):
+        """Closes the env (or shuts the collector down)."""
+        if self.env is not None and not getattr(self.env, "is_closed", True):
             self.env.close()
+        collector = self.__dict__.get("collector")
+        if collector is not None:
+            collector.shutdown()
 
 
 def make_ppo(env_id: str, cfg: PPOConfig | dict | None = None, seed: int = 0,
@@ -265,6 +292,16 @@ def make_ppo(env_id: str, cfg: PPOConfig | dict | None = None, seed: int = 0,
     elif not isinstance(cfg, PPOConfig):
         cfg = PPOConfig.from_dict(dict(cfg))
     torch.manual_seed(seed)
-    env = make_env(env_id, cfg.num_envs, seed=seed, **(env_options or {}))
-    actor, critic = make_actor_critic(env, cfg.hidden)
+    if cfg.collector == "pool":
+        from torchfrag.collectors import PoolCollector
+
+        spec_env = make_env(env_id, 1, seed=seed, **(env_options or {}))
+        actor, critic = make_actor_critic(spec_env, cfg.hidden)
+        spec_env.close()
+        env = PoolCollector(env_id, Act(actor), frames_per_batch=cfg.frames_per_iteration,
+                            num_envs=cfg.num_envs, batch_size=cfg.pool_batch_size, seed=seed,
+                            deterministic=cfg.pool_deterministic, **(env_options or {}))
+    else:
+        env = make_env(env_id, cfg.num_envs, seed=seed, **(env_options or {}))
+        actor, critic = make_actor_critic(env, cfg.hidden)
     return PPOLoop(env, actor, critic, cfg)

@@ -192,10 +192,21 @@ class Collect(Fragment):
         self.__dict__["collector"] = collector
         self._it: Any = None
         self.frames = 0
+        self.stats = EpisodeStats()
+
+    def describe(self) -> str:
+        return f"Collect({type(self.collector).__name__})"
+
+    def reset(self) -> None:
+        """Clears the episode statistics (the collector keeps its state)."""
+        self.stats = EpisodeStats()
 
     def forward(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         if self._it is None:
             self._it = iter(self.collector)
         batch = next(self._it)
         self.frames += batch.numel()
+        if batch.batch_dims == 2 and ("next", "reward") in batch.keys(True):
+            nxt = batch.get("next")
+            self.stats.update(nxt.get("reward"), nxt.get("done"))
         return batch

@@ -358,6 +358,23 @@ def test_gymnasium_adapter() -> None:
     env.close()
 
 
+def test_torchrl_pool_env() -> None:
+    pytest.importorskip("torchrl")
+    import torch
+    from torchrl.envs.utils import check_env_specs
+
+    from torchfrag.envs import PoolEnv
+
+    # The env infos "reward" and "terminated" (EnvPool's names) would collide
+    # with TorchRL's own keys, so this picks the non-colliding ones.
+    env = PoolEnv("Pong-v5", num_envs=2, info_keys=["lives", "elapsed_step"])
+    check_env_specs(env)
+    td = env.rollout(3)
+    assert td["next", "observation"].shape == (2, 3, 4, 84, 84)
+    assert td["next", "observation"].dtype == torch.uint8
+    env.close()
+
+
 # -- ids, bad input, build contract ---------------------------------------------------------
 def test_every_ale_py_game_is_registered() -> None:
     gymnasium.register_envs(ale_py)

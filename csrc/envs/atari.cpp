@@ -22,6 +22,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -553,6 +554,7 @@ ArraySpec info_spec(const char* name, DType dtype, double low, double high) {
 
 const std::map<std::string, std::string>& AtariFamily::games() const {
   std::call_once(games_once_, [this] {
+    quiet_ale();
     const std::string dir = rom_dir();
     std::error_code ec;
     if (dir.empty() || !fs::is_directory(dir, ec)) return;  // no ROMs: no Atari ids

@@ -308,31 +308,35 @@ def cpu_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot(results: list[dict], path: str) -> None:
+def plot(results: list[dict], path: str, note: str = "") -> None:
+    """Top row: wall-clock env steps/s; bottom row: CPU microseconds per env step."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(TASKS), figsize=(5 * len(TASKS), 4.5), squeeze=False)
-    for ax, task in zip(axes[0], TASKS):
+    tasks = [t for t in TASKS if any(r["task"] == t for r in results)]
+    fig, axes = plt.subplots(2, len(tasks), figsize=(5 * len(tasks), 8), squeeze=False)
+    for col, task in enumerate(tasks):
         rows = [r for r in results if r["task"] == task]
-        if not rows:
-            continue
         labels = [f"{r['num_envs']} {r['mode']}" for r in rows]
-        names = [s for s in SYSTEMS if s in rows[0]["median_steps_per_s"]]
-        width = 0.8 / len(names)
         x = np.arange(len(rows))
-        for k, name in enumerate(names):
-            ax.bar(x + k * width, [r["median_steps_per_s"][name] for r in rows], width,
-                   label=name)
-        ax.set_xticks(x + width * (len(names) - 1) / 2, labels)
-        ax.set_title(task)
-        ax.set_ylabel("env steps / s")
-    axes[0][0].legend()
-    fig.suptitle(f"MuJoCo v5 throughput, {results[0]['threads']} threads (median of rounds)")
+        for row, (key, ylabel) in enumerate((("median_steps_per_s", "env steps / s (wall)"),
+                                             ("median_cpu_us_per_step", "CPU us / env step"))):
+            ax = axes[row][col]
+            names = [s for s in SYSTEMS if any(s in r[key] for r in rows)]
+            width = 0.8 / max(1, len(names))
+            for k, name in enumerate(names):
+                ax.bar(x + k * width, [r[key].get(name, 0.0) for r in rows], width, label=name)
+            ax.set_xticks(x + width * (len(names) - 1) / 2, labels)
+            ax.set_ylabel(ylabel)
+            if row == 0:
+                ax.set_title(task)
+            if col == 0:
+                ax.legend()
+    fig.suptitle(f"MuJoCo v5, {results[0]['threads']} threads, medians of rounds {note}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -380,7 +384,10 @@ def main() -> None:
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out + ".json", "w") as f:
         json.dump(report, f, indent=1)
-    plot(results, args.out + ".png")
+    load_end = os.getloadavg()
+    plot(results, args.out + ".png",
+         f"(1-min load average {load_start[0]:.1f} at start, {load_end[0]:.1f} at end, "
+         f"{os.cpu_count()} cores)")
     print()
     print(table(results))
     print()

@@ -101,14 +101,16 @@ struct SpecDeleter {
 // mujoco Python package loads these files silently too.
 inline std::unique_ptr<mjModel, ModelDeleter> load_model_file(const std::string& path) {
   char error[1024] = {0};
-  std::unique_ptr<mjSpec, SpecDeleter> spec(mj_parseXML(path.c_str(), nullptr, error, sizeof(error)));
+  std::unique_ptr<mjSpec, SpecDeleter> spec(
+      mj_parseXML(path.c_str(), nullptr, error, sizeof(error)));
   if (!spec) {
     throw std::invalid_argument("xml_file: MuJoCo could not parse '" + path + "': " + error);
   }
   std::unique_ptr<mjModel, ModelDeleter> m(mj_compile(spec.get(), nullptr));
   if (!m) {
     const char* why = mjs_getError(spec.get());
-    throw std::invalid_argument("xml_file: MuJoCo could not load '" + path + "': " + (why ? why : ""));
+    throw std::invalid_argument("xml_file: MuJoCo could not load '" + path +
+                                "': " + (why ? why : ""));
   }
   return m;
 }

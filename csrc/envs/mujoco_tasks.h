@@ -33,8 +33,8 @@ inline OptionSpec exclude_option() {
                   "leave the x (and y) position of the root out of the observation");
 }
 inline OptionSpec noise_option(double def) {
-  return opt_float("reset_noise_scale", def, "scale of the random perturbation of the initial state",
-                   true);
+  return opt_float("reset_noise_scale", def,
+                   "scale of the random perturbation of the initial state", true);
 }
 
 }  // namespace detail
@@ -494,8 +494,8 @@ class Humanoid : public MujocoEnv {
         opt_float("forward_reward_weight", 1.25, "weight of the forward reward", true),
         opt_float("ctrl_cost_weight", 0.1, "weight of the control cost", true),
         opt_float("contact_cost_weight", 5e-7, "weight of the contact cost", true),
-        opt_float("contact_cost_min", -kInf, "contact_cost_range[0]: lower clip of the contact cost",
-                  true),
+        opt_float("contact_cost_min", -kInf,
+                  "contact_cost_range[0]: lower clip of the contact cost", true),
         opt_float("contact_cost_max", 10.0, "contact_cost_range[1]: upper clip of the contact cost",
                   true),
         opt_float("healthy_reward", 5.0, "reward per step while healthy", true),
@@ -919,7 +919,8 @@ class Reacher : public MujocoEnv {
   static constexpr double kRewardThreshold = -3.75;
 
   static std::vector<OptionSpec> TaskOptions() {
-    return {opt_float("reward_dist_weight", 1.0, "weight of the fingertip-to-target distance", true),
+    return {opt_float("reward_dist_weight", 1.0, "weight of the fingertip-to-target distance",
+                      true),
             opt_float("reward_control_weight", 1.0, "weight of the control cost", true)};
   }
   static int64_t ObsSize(const ModelInfo&, const Options&) { return 10; }
@@ -927,7 +928,8 @@ class Reacher : public MujocoEnv {
     return {f64_scalar("reward_dist"), f64_scalar("reward_ctrl")};
   }
   static void Validate(const ModelInfo& i, const Options&) {
-    detail::need(i.nq == 4 && i.nv >= 2, "Reacher-v5 needs a model with 2 arm joints and a 2-D target");
+    detail::need(i.nq == 4 && i.nv >= 2,
+                 "Reacher-v5 needs a model with 2 arm joints and a 2-D target");
   }
 
   explicit Reacher(const EnvOptions& o)

@@ -33,6 +33,17 @@ def test_config_dir_found():
     assert cfg.logger.backend == "csv"
 
 
+def test_conf_ships_inside_the_package():
+    # torchfrag/conf is a symlink to the top-level conf/ in a checkout and a real folder in a
+    # wheel (package data); either way the package finds it next to itself.
+    pkg = os.path.dirname(os.path.abspath(torchfrag.__file__))
+    assert config_dir() == os.path.join(pkg, "conf")
+    pyproject = os.path.join(os.path.dirname(pkg), "pyproject.toml")
+    if os.path.isfile(pyproject):
+        assert '"conf/*.yaml", "conf/*/*.yaml"' in open(pyproject).read()
+        assert os.path.realpath(config_dir()) == os.path.realpath(os.path.join(os.path.dirname(pkg), "conf"))
+
+
 def test_env_specific_algo_defaults():
     cfg = compose_config(["env=Pendulum-v1"])
     assert cfg.algo.gamma == 0.95 and cfg.algo.reward_scale == 0.1

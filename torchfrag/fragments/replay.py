@@ -54,7 +54,7 @@ class ReplaySample(Fragment):
         >>> from torchrl.data import LazyTensorStorage, ReplayBuffer
         >>> from torchfrag.fragments import ReplaySample
         >>> rb = ReplayBuffer(storage=LazyTensorStorage(100))
-        >>> rb.extend(TensorDict(x=torch.arange(10), batch_size=[10]))
+        >>> _ = rb.extend(TensorDict(x=torch.arange(10), batch_size=[10]))
         >>> ReplaySample(rb, batch_size=4)().batch_size
         torch.Size([4])
     """

@@ -80,7 +80,8 @@ def count_reports(text: str, mode: str) -> int:
     return sum(len(re.findall(p, text)) for p in REPORT_PATTERNS[mode])
 
 
-def run_mode(mode: str, scratch: str, scale: float, built: dict[str, float]) -> dict:
+def run_mode(mode: str, scratch: str, scale: float, built: dict[str, float],
+             timeout: float = 1800.0) -> dict:
     lib = runtime_library(RUNTIME[mode])
     if lib is None:
         return {"mode": mode, "status": "skipped", "why": f"{RUNTIME[mode]} not found"}
@@ -99,13 +100,17 @@ def run_mode(mode: str, scratch: str, scale: float, built: dict[str, float]) -> 
         env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0:halt_on_error=1"
         env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
     elif mode == "leak":
-        env["ASAN_OPTIONS"] = "detect_leaks=1:halt_on_error=1:fast_unwind_on_malloc=0"
+        env["ASAN_OPTIONS"] = "detect_leaks=1:halt_on_error=1"
     else:
         env["TSAN_OPTIONS"] = "halt_on_error=0:second_deadlock_stack=1:report_signal_unsafe=0"
     start = time.time()
-    proc = subprocess.run([sys.executable, os.path.join(src, "tests", "sanitizers", "stress.py"),
-                           "--scale", str(scale)], cwd=src, env=env, capture_output=True,
-                          text=True)
+    try:
+        proc = subprocess.run(
+            [sys.executable, os.path.join(src, "tests", "sanitizers", "stress.py"), "--scale",
+             str(scale)], cwd=src, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        return {"mode": mode, "status": "failed", "why": f"stress run exceeded {timeout} s",
+                "output_tail": ((err.stdout or b"")[-2000:]).decode(errors="replace")}
     text = proc.stdout + proc.stderr
     reports = count_reports(text, mode)
     finished = "stress workload finished" in proc.stdout

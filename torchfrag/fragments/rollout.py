@@ -133,7 +133,6 @@ class Rollout(Fragment):
         from torchfrag.graph import capture
 
         self.__dict__["body_graph"] = capture(self.body, in_keys=carry_keys, name="RolloutStep")
-        self._step_fn = self.body_graph.module
         self._carry: TensorDictBase | None = None
         self._time_dim = len(env.batch_size)
         self.stats = EpisodeStats()
@@ -151,11 +150,13 @@ class Rollout(Fragment):
         carry = tensordict if tensordict is not None else self._carry
         if carry is None:
             carry = self.env.reset()
-        step = self._step_fn
+        # the captured body's generated code, called directly (no nn.Module dispatch)
+        step = self.body_graph.module.forward
         out = []
-        for _ in range(self.steps):
-            transition, carry = step(carry)
-            out.append(transition)
+        with torch.no_grad():
+            for _ in range(self.steps):
+                transition, carry = step(carry)
+                out.append(transition)
         self._carry = carry
         batch = torch.stack(out, dim=self._time_dim)
         self.frames += batch.numel()

@@ -1,9 +1,9 @@
-"""Executors for captured loops. Only the local executor exists so far.
+"""Executors for captured loops: local (in process) and RPC (:mod:`torchfrag.runtime.rpc`).
 
 Example:
     >>> from torchfrag.runtime import POLICIES
-    >>> POLICIES
-    ('local',)
+    >>> POLICIES[:3]
+    ('local', 'actors', 'async_actors')
 """
 from __future__ import annotations
 

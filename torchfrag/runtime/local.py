@@ -19,7 +19,7 @@ __all__ = ["run", "RunResult", "Hook", "POLICIES"]
 #: Hook signature: ``hook(iteration, output, graph)``; return ``True`` to stop the run.
 Hook = Callable[[int, Any, FragmentGraph], "bool | None"]
 
-POLICIES = ("local",)
+POLICIES = ("local", "actors", "async_actors", "central_inference", "data_parallel", "single_device")
 
 
 @dataclass
@@ -51,6 +51,7 @@ def run(
     *,
     in_keys: Sequence[NestedKey] | Mapping[str, Sequence[NestedKey]] | None = None,
     start: int = 0,
+    factory: Any = None,
 ) -> RunResult:
     """Runs a captured loop ``iterations`` times under a distribution policy.
 
@@ -67,6 +68,9 @@ def run(
         inputs: Positional inputs of the loop, the same on every iteration.
         in_keys: Passed to :func:`torchfrag.capture` when a module is given.
         start: Index of the first iteration (for resumed runs).
+        factory: Picklable ``factory(env_slice=None) -> loop`` that worker processes
+            of a distributed policy call to build their fragments
+            (:mod:`torchfrag.policies.factory`).
 
     Returns:
         A :class:`RunResult`.
@@ -95,10 +99,13 @@ def run(
         >>> seen, result.iterations
         ([1, 2, 3], 3)
     """
-    if policy not in POLICIES:
-        raise ValueError(
-            f"unknown distribution policy {policy!r}; available: {list(POLICIES)} "
-            "(the distributed policies arrive with torchfrag.policies)")
+    if not isinstance(policy, str) or policy != "local":
+        # Every other policy (a name, a Hydra node or a torchfrag.policies.Policy): see
+        # torchfrag.runtime.placed; `factory` builds the fragments on worker processes.
+        from torchfrag.runtime.placed import run_placed
+
+        return run_placed(loop_or_graph, policy, iterations, hooks, inputs, in_keys=in_keys,
+                          start=start, factory=factory)
     graph = loop_or_graph if isinstance(loop_or_graph, FragmentGraph) else capture(
         loop_or_graph, in_keys=in_keys)
     fn = graph.module

@@ -1,0 +1,57 @@
+"""Distribution policies: the same captured loop placed on processes and devices.
+
+=====================  =========================================================
+policy                 what runs where
+=====================  =========================================================
+``local``              everything in one process
+``actors``             N actor workers run the rollout; the learner gathers, broadcasts weights
+``async_actors``       actors run ahead on stale weights, bounded by ``staleness``
+``central_inference``  env steps on N workers; act and learn on the learner
+``data_parallel``      every rank runs the loop; gradients all-reduced (gloo)
+``single_device``      everything on one device, networks compiled
+=====================  =========================================================
+
+:func:`torchfrag.runtime.run` executes a graph under a policy;
+:func:`explain` shows the placement and what crosses between processes.
+
+Example:
+    >>> from torchfrag.policies import as_policy
+    >>> as_policy({"name": "actors", "actors": 4}).num_workers
+    4
+"""
+from __future__ import annotations
+
+from torchfrag.policies.base import (
+    MAX_WORKERS,
+    POLICY_CLASSES,
+    ActorsPolicy,
+    AsyncActorsPolicy,
+    CentralInferencePolicy,
+    DataParallelPolicy,
+    LocalPolicy,
+    Placement,
+    Policy,
+    PolicyError,
+    SingleDevicePolicy,
+    as_policy,
+)
+from torchfrag.policies.explain import Crossing, crossings, explain
+from torchfrag.policies.factory import EnvSlice, LoopFactory, PPOFactory
+
+__all__ = [
+    "MAX_WORKERS", "POLICY_CLASSES", "ActorsPolicy", "AsyncActorsPolicy", "CentralInferencePolicy",
+    "Crossing", "DataParallelPolicy", "EnvSlice", "LocalPolicy", "LoopFactory", "PPOFactory", "Placement",
+    "Policy", "PolicyError", "SingleDevicePolicy", "as_policy", "crossings", "explain",
+    "register_schemas",
+]
+
+
+def register_schemas() -> None:
+    """Registers every policy dataclass as a Hydra structured config ``policy/<name>_schema``."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    for name, cls in POLICY_CLASSES.items():
+        if name == "local":
+            continue
+        cs.store(group="policy", name=f"{name}_schema", node=cls)

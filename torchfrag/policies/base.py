@@ -1,0 +1,475 @@
+"""Distribution policies: where each fragment of a captured loop runs.
+
+A policy is a plain dataclass (also registered as a Hydra structured config,
+``conf/policy/<name>.yaml``). :meth:`Policy.place` maps a
+:class:`~torchfrag.graph.FragmentGraph` onto *roles* (``learner``,
+``actor``, ``env``, ``replica``), each role onto one or more workers and a
+device, and checks everything that can be checked before a process starts:
+worker counts, fragment names, devices.
+
+Example:
+    >>> from torchfrag.policies import ActorsPolicy
+    >>> ActorsPolicy(actors=2).name
+    'actors'
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from torchfrag.graph import FragmentGraph
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "PolicyError", "Policy", "LocalPolicy", "ActorsPolicy", "AsyncActorsPolicy",
+    "CentralInferencePolicy", "DataParallelPolicy", "SingleDevicePolicy",
+    "Placement", "POLICY_CLASSES", "as_policy", "MAX_WORKERS",
+]
+
+#: Upper bound on the workers of one run (a guard against typos such as ``actors=4000``).
+MAX_WORKERS = 256
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be applied to this graph or machine (raised before any process starts)."""
+
+
+@dataclass
+class Policy:
+    """Fields every policy has.
+
+    Attributes:
+        name: Policy name (the ``conf/policy`` file name).
+        timeout: Seconds a remote call may take before the run fails (also
+            the RPC start-up and shutdown bound).
+        master_addr: Address the RPC agents listen on; loopback by default
+            (RPC unpickles what it receives: expose it only to trusted peers).
+        master_port: Port of the rendezvous; 0 picks a free one.
+        devices: Device per role (``{"learner": "cuda:0"}``); ``cpu`` by default.
+        compile: Compile the learner's and policy's networks with ``torch.compile``.
+        compile_backend: ``torch.compile`` backend.
+        placement: Overrides: fragment node name -> role.
+        max_workers: Refuse runs with more worker processes than this.
+    """
+
+    name: str = "local"
+    timeout: float = 120.0
+    master_addr: str = "127.0.0.1"
+    master_port: int = 0
+    devices: dict[str, str] = field(default_factory=dict)
+    compile: bool = False
+    compile_backend: str = "inductor"
+    placement: dict[str, str] = field(default_factory=dict)
+    max_workers: int = 64
+
+    #: Roles this policy knows (subclasses override).
+    roles: ClassVar[tuple[str, ...]] = ("learner",)
+
+    @property
+    def num_workers(self) -> int:
+        """Worker processes besides the driver."""
+        return 0
+
+    @property
+    def distributed(self) -> bool:
+        """Whether the policy starts worker processes."""
+        return self.num_workers > 0
+
+    def device(self, role: str) -> str:
+        """Device of ``role``."""
+        return str(self.devices.get(role, self.devices.get("default", "cpu")))
+
+    # -- validation ------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Checks the policy's own fields (counts, devices); raises :class:`PolicyError`."""
+        if self.timeout <= 0:
+            raise PolicyError(f"policy {self.name}: timeout must be > 0, got {self.timeout}")
+        if self.num_workers > min(self.max_workers, MAX_WORKERS):
+            raise PolicyError(
+                f"policy {self.name} asks for {self.num_workers} worker processes, more than "
+                f"max_workers={min(self.max_workers, MAX_WORKERS)}; lower the worker count or raise "
+                "policy.max_workers")
+        for role, dev in self.devices.items():
+            if role != "default" and role not in self.roles:
+                raise PolicyError(f"policy {self.name}: devices names role {role!r}, which it does not "
+                                  f"have; roles: {list(self.roles)}")
+            check_device(dev, f"policy {self.name}: device of role {role!r}")
+        for frag, role in self.placement.items():
+            if role not in self.roles:
+                raise PolicyError(f"policy {self.name}: placement puts {frag!r} on unknown role "
+                                  f"{role!r}; roles: {list(self.roles)}")
+
+    def place(self, graph: FragmentGraph) -> Placement:
+        """Assigns every fragment node of ``graph`` to a role; validates first.
+
+        Raises:
+            PolicyError: Bad counts, unknown fragment names, absent devices, or a
+                graph this policy cannot place.
+        """
+        self.validate()
+        names = {n.name for n in graph.nodes} | {n.target for n in graph.nodes}
+        for frag in self.placement:
+            if frag not in names:
+                raise PolicyError(
+                    f"policy {self.name}: placement names fragment {frag!r}, which is not in the "
+                    f"captured graph; fragments: {[n.name for n in graph.nodes]}")
+        roles = {n.name: self._default_role(graph, n.name) for n in graph.nodes}
+        for frag, role in self.placement.items():
+            roles[graph.node(frag).name] = role
+        return Placement(self, graph, roles)
+
+    def _default_role(self, graph: FragmentGraph, node: str) -> str:
+        return "learner"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the fields (picklable)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+
+
+def check_device(dev: str, what: str) -> None:
+    """Raises :class:`PolicyError` when ``dev`` does not exist on this machine."""
+    import torch
+
+    try:
+        d = torch.device(dev)
+    except RuntimeError as err:
+        raise PolicyError(f"{what}: {dev!r} is not a device ({err})") from None
+    if d.type == "cpu":
+        return
+    if d.type == "cuda":
+        if not torch.cuda.is_available():
+            raise PolicyError(f"{what}: {dev!r} requested but CUDA is not available on this machine "
+                              "(set the device to 'cpu')")
+        if d.index is not None and d.index >= torch.cuda.device_count():
+            raise PolicyError(f"{what}: {dev!r} requested but only {torch.cuda.device_count()} "
+                              "CUDA device(s) exist")
+        return
+    if d.type == "mps" and not torch.backends.mps.is_available():
+        raise PolicyError(f"{what}: {dev!r} requested but MPS is not available")
+
+
+def rollout_nodes(graph: FragmentGraph) -> list[str]:
+    """Nodes that drive an env over time (:class:`~torchfrag.fragments.Rollout`/``Collect``)."""
+    from torchfrag.fragments import Collect, Rollout
+
+    return [n.name for n in graph.nodes if isinstance(n.module, (Rollout, Collect))]
+
+
+def env_nodes(graph: FragmentGraph) -> list[str]:
+    """Rollout nodes (whose body's env step a policy may place apart from the act)."""
+    from torchfrag.fragments import Rollout
+
+    return [n.name for n in graph.nodes if isinstance(n.module, Rollout)]
+
+
+def _one_rollout(policy: Policy, graph: FragmentGraph, finder: Any = rollout_nodes) -> str:
+    found = finder(graph)
+    if len(found) != 1:
+        raise PolicyError(
+            f"policy {policy.name} needs exactly one rollout fragment (torchfrag.fragments.Rollout) in "
+            f"the loop, found {found or 'none'} among {[n.name for n in graph.nodes]}")
+    return found[0]
+
+
+@dataclass
+class LocalPolicy(Policy):
+    """Everything in this process (the default).
+
+    Example:
+        >>> from torchfrag.policies import LocalPolicy
+        >>> LocalPolicy().num_workers
+        0
+    """
+
+    name: str = "local"
+
+
+@dataclass
+class ActorsPolicy(Policy):
+    """N actor workers run env + act (the rollout); the learner gathers rollouts every iteration.
+
+    Weights are broadcast back along the graph's shared-parameter edge (learn ->
+    rollout) every ``sync_every`` iterations, in the same RPC call that asks for
+    the next rollout (one call per actor per iteration).
+
+    Attributes:
+        actors: Actor worker processes.
+        envs_per_actor: Envs on each actor; ``None`` splits the loop's envs evenly
+            (the same data as ``local``); a number gives every actor that many envs
+            (weak scaling: ``actors * envs_per_actor`` envs in all).
+        sync_every: Broadcast weights every this many iterations.
+        on_failure: ``"raise"`` (default) or ``"continue"`` with the remaining actors.
+        env_threads: Threads of each actor's env pool (``None``: the pool default).
+
+    Example:
+        >>> from torchfrag.policies import ActorsPolicy
+        >>> ActorsPolicy(actors=4).num_workers
+        4
+    """
+
+    name: str = "actors"
+    actors: int = 2
+    envs_per_actor: int | None = None
+    sync_every: int = 1
+    on_failure: str = "raise"
+    env_threads: int | None = None
+    roles: ClassVar[tuple[str, ...]] = ("learner", "actor")
+
+    @property
+    def num_workers(self) -> int:
+        return int(self.actors)
+
+    def validate(self) -> None:
+        if self.actors < 1:
+            raise PolicyError(f"policy {self.name}: actors must be >= 1, got {self.actors}")
+        if self.envs_per_actor is not None and self.envs_per_actor < 1:
+            raise PolicyError(f"policy {self.name}: envs_per_actor must be >= 1, got {self.envs_per_actor}")
+        if self.sync_every < 1:
+            raise PolicyError(f"policy {self.name}: sync_every must be >= 1, got {self.sync_every}")
+        if self.on_failure not in ("raise", "continue"):
+            raise PolicyError(f"policy {self.name}: on_failure must be 'raise' or 'continue', "
+                              f"got {self.on_failure!r}")
+        super().validate()
+
+    def _default_role(self, graph: FragmentGraph, node: str) -> str:
+        return "actor" if node == _one_rollout(self, graph) else "learner"
+
+
+@dataclass
+class AsyncActorsPolicy(ActorsPolicy):
+    """Actors run ahead on slightly stale weights; the learner takes rollouts as they arrive.
+
+    Each learner step consumes ``batches_per_learn`` rollouts (default: one per
+    actor) in arrival order. A rollout made with weights more than ``staleness``
+    learner versions old is dropped (and counted). Metrics report the policy lag
+    of every consumed batch.
+
+    Attributes:
+        staleness: Largest policy lag a consumed batch may have.
+        prefetch: Rollout requests in flight per actor.
+        batches_per_learn: Rollouts per learner step (``None``: ``actors``).
+
+    Example:
+        >>> from torchfrag.policies import AsyncActorsPolicy
+        >>> AsyncActorsPolicy(actors=2, staleness=1).staleness
+        1
+    """
+
+    name: str = "async_actors"
+    staleness: int = 2
+    prefetch: int = 1
+    batches_per_learn: int | None = None
+
+    def validate(self) -> None:
+        if self.staleness < 0:
+            raise PolicyError(f"policy {self.name}: staleness must be >= 0, got {self.staleness}")
+        if self.prefetch < 1:
+            raise PolicyError(f"policy {self.name}: prefetch must be >= 1, got {self.prefetch}")
+        if self.batches_per_learn is not None and self.batches_per_learn < 1:
+            raise PolicyError(f"policy {self.name}: batches_per_learn must be >= 1")
+        super().validate()
+
+
+@dataclass
+class CentralInferencePolicy(Policy):
+    """Env fragments on N env workers; act and learn on the learner (SEED RL style).
+
+    Every step the learner runs the act fragment on the whole batch, sends each env
+    worker its slice of the actions and gathers observations back. Actions are
+    sampled in the learner, from the learner's random stream, so the run equals
+    ``local`` bit for bit.
+
+    Attributes:
+        env_workers: Env worker processes (the loop's envs are split evenly).
+        env_threads: Threads of each worker's env pool.
+
+    Example:
+        >>> from torchfrag.policies import CentralInferencePolicy
+        >>> CentralInferencePolicy(env_workers=2).num_workers
+        2
+    """
+
+    name: str = "central_inference"
+    env_workers: int = 2
+    env_threads: int | None = None
+    roles: ClassVar[tuple[str, ...]] = ("learner", "env")
+
+    @property
+    def num_workers(self) -> int:
+        return int(self.env_workers)
+
+    def validate(self) -> None:
+        if self.env_workers < 1:
+            raise PolicyError(f"policy {self.name}: env_workers must be >= 1, got {self.env_workers}")
+        super().validate()
+
+    def place(self, graph: FragmentGraph) -> Placement:
+        _one_rollout(self, graph, env_nodes)
+        return super().place(graph)
+
+    def _default_role(self, graph: FragmentGraph, node: str) -> str:
+        # The rollout stays on the learner; its body's env step goes to the env workers.
+        return "learner"
+
+
+@dataclass
+class DataParallelPolicy(Policy):
+    """Every worker runs the whole loop on its own envs; gradients are all-reduced (DD-PPO).
+
+    The driver is rank 0; ``workers - 1`` more processes join a ``gloo`` process
+    group. Each learner step averages the gradients of all ranks before clipping
+    and stepping, so parameters stay identical everywhere.
+
+    Attributes:
+        workers: Replicas in all (the driver included).
+        backend: ``torch.distributed`` backend.
+        replicate_envs: Give every replica the same envs and seed (a check of the
+            all-reduce: the result then equals ``local`` bit for bit); by default
+            replica ``r`` owns global envs ``r*num_envs ...`` and reseeds torch.
+
+    Example:
+        >>> from torchfrag.policies import DataParallelPolicy
+        >>> DataParallelPolicy(workers=2).num_workers
+        1
+    """
+
+    name: str = "data_parallel"
+    workers: int = 2
+    backend: str = "gloo"
+    replicate_envs: bool = False
+    roles: ClassVar[tuple[str, ...]] = ("replica",)
+
+    @property
+    def num_workers(self) -> int:
+        return int(self.workers) - 1
+
+    def validate(self) -> None:
+        if self.workers < 1:
+            raise PolicyError(f"policy {self.name}: workers must be >= 1, got {self.workers}")
+        if self.backend not in ("gloo", "nccl", "mpi"):
+            raise PolicyError(f"policy {self.name}: unknown backend {self.backend!r}")
+        super().validate()
+
+    def _default_role(self, graph: FragmentGraph, node: str) -> str:
+        return "replica"
+
+
+@dataclass
+class SingleDevicePolicy(Policy):
+    """All fragments on one device (GPU where present), networks compiled with ``torch.compile``.
+
+    Attributes:
+        device: The device (``"cuda"`` by default; ``"cpu"`` is the fallback
+            when ``fallback_cpu`` is set and CUDA is absent).
+        fallback_cpu: Use the CPU when the device is absent instead of failing.
+
+    Example:
+        >>> from torchfrag.policies import SingleDevicePolicy
+        >>> SingleDevicePolicy(device="cpu", compile=False).num_workers
+        0
+    """
+
+    name: str = "single_device"
+    device_name: str = "cuda"
+    fallback_cpu: bool = False
+    compile: bool = True
+    roles: ClassVar[tuple[str, ...]] = ("learner",)
+
+    def resolved_device(self) -> str:
+        """The device that will be used (after the CPU fallback)."""
+        import torch
+
+        dev = str(self.device_name)
+        if dev.startswith("cuda") and not torch.cuda.is_available() and self.fallback_cpu:
+            logger.warning("single_device: %s is not available, falling back to cpu", dev)
+            return "cpu"
+        return dev
+
+    def validate(self) -> None:
+        check_device(self.resolved_device(), f"policy {self.name}: device_name")
+        super().validate()
+
+    def device(self, role: str) -> str:
+        return self.resolved_device()
+
+
+POLICY_CLASSES: dict[str, type[Policy]] = {
+    "local": LocalPolicy,
+    "actors": ActorsPolicy,
+    "async_actors": AsyncActorsPolicy,
+    "central_inference": CentralInferencePolicy,
+    "data_parallel": DataParallelPolicy,
+    "single_device": SingleDevicePolicy,
+}
+
+
+@dataclass
+class Placement:
+    """The result of :meth:`Policy.place`: fragment node -> role, plus the policy.
+
+    Attributes:
+        policy: The policy.
+        graph: The placed graph.
+        roles: Node name -> role.
+    """
+
+    policy: Policy
+    graph: FragmentGraph
+    roles: dict[str, str]
+
+    def workers(self, role: str) -> int:
+        """How many processes run ``role``."""
+        p = self.policy
+        if role == "actor":
+            return int(getattr(p, "actors", 0))
+        if role == "env":
+            return int(getattr(p, "env_workers", 0))
+        if role == "replica":
+            return int(getattr(p, "workers", 1))
+        return 1
+
+    def nodes_of(self, role: str) -> list[str]:
+        """Node names placed on ``role``."""
+        return [n for n, r in self.roles.items() if r == role]
+
+
+def as_policy(policy: Any) -> Policy:
+    """A :class:`Policy` from a name, a mapping / Hydra node with ``name``, or a policy.
+
+    Unknown keys and unknown names raise :class:`PolicyError`.
+
+    Example:
+        >>> from torchfrag.policies import as_policy
+        >>> as_policy({"name": "actors", "actors": 3}).actors
+        3
+        >>> as_policy("central_inference").env_workers
+        2
+    """
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, str):
+        data: dict[str, Any] = {"name": policy}
+    else:
+        try:
+            from omegaconf import DictConfig, OmegaConf
+
+            if isinstance(policy, DictConfig):
+                policy = OmegaConf.to_container(policy, resolve=True)
+        except ImportError:  # pragma: no cover
+            pass
+        data = dict(policy)
+    name = data.get("name", "local")
+    cls = POLICY_CLASSES.get(name)
+    if cls is None:
+        raise PolicyError(f"unknown distribution policy {name!r}; available: {sorted(POLICY_CLASSES)}")
+    known = {f.name for f in fields(cls) if f.init}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise PolicyError(f"policy {name}: unknown option(s) {unknown}; known: {sorted(known)}")
+    out = cls(**data)
+    if os.environ.get("TORCHFRAG_MASTER_ADDR"):
+        out.master_addr = os.environ["TORCHFRAG_MASTER_ADDR"]
+    return out

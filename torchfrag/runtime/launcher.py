@@ -1,0 +1,310 @@
+"""Starting and stopping the processes of a distributed policy.
+
+Two ways to get workers:
+
+* **local spawn** (default): the driver (this process, rank 0, RPC name
+  ``"driver"``) spawns ``N`` worker processes (``worker1`` ... ``workerN``)
+  with the ``spawn`` start method. Workers die with the driver
+  (``PR_SET_PDEATHSIG``), ignore ``Ctrl-C`` (the driver shuts them down) and
+  are killed if they do not exit on request: no orphans.
+* **torchrun**: when ``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT`` are
+  set (``torchrun`` sets them), rank 0 is the driver and every other rank serves
+  as a worker; the same command runs on every machine::
+
+      # machine A (driver)                       # machine B
+      torchrun --nnodes 2 --node-rank 0 \\        torchrun --nnodes 2 --node-rank 1 \\
+        --nproc-per-node 1 \\                       --nproc-per-node 4 \\
+        --master-addr A --master-port 29500 \\      --master-addr A --master-port 29500 \\
+        -m torchfrag.train policy=actors \\         -m torchfrag.train policy=actors \\
+        policy.actors=4                             policy.actors=4
+
+  The world size must be ``policy.num_workers + 1``. ``TORCHFRAG_RPC_PORT``
+  (default ``MASTER_PORT + 1``) is the RPC rendezvous port; set
+  ``policy.master_addr``/``TORCHFRAG_MASTER_ADDR`` to an address the other
+  machines reach (the default, ``127.0.0.1``, only allows one machine).
+
+Example:
+    >>> from torchfrag.runtime.launcher import free_port
+    >>> 1024 <= free_port() < 65536
+    True
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import multiprocessing as mp
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Cluster", "WorkerError", "WorkerDied", "WorkerTimeout", "free_port", "torchrun_env",
+           "serve_worker"]
+
+_DRIVER = "driver"
+
+
+class WorkerError(RuntimeError):
+    """A worker raised (the remote traceback is in the message)."""
+
+    def __init__(self, message: str, worker: str | None = None) -> None:
+        super().__init__(message)
+        self.worker = worker
+
+
+class WorkerDied(WorkerError):
+    """A worker process exited or was killed."""
+
+
+class WorkerTimeout(WorkerError):
+    """A worker did not answer within the policy's timeout."""
+
+
+def free_port(addr: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``addr`` right now."""
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind((addr, 0))
+        return int(s.getsockname()[1])
+
+
+def torchrun_env() -> dict[str, Any] | None:
+    """``{rank, world_size, master_addr, master_port}`` when started by torchrun, else ``None``."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_PORT" in os.environ:
+        return {"rank": int(os.environ["RANK"]), "world_size": int(os.environ["WORLD_SIZE"]),
+                "master_addr": os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                "master_port": int(os.environ["MASTER_PORT"])}
+    return None
+
+
+def _set_pdeathsig() -> None:
+    """Linux: get SIGKILL when the parent dies, so a killed driver leaves no orphans."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:  # pragma: no cover
+        pass
+
+
+def _rpc_options(addr: str, port: int, timeout: float) -> Any:
+    from torch.distributed import rpc
+
+    return rpc.TensorPipeRpcBackendOptions(
+        init_method=f"tcp://{addr}:{port}", rpc_timeout=float(timeout), num_worker_threads=8,
+        _transports=["uv"], _channels=["basic"])
+
+
+def _rpc_init_counter() -> int:
+    import torch.distributed.rpc as rpc_mod
+
+    return int(getattr(rpc_mod, "_init_counter", 0))
+
+
+def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: float,
+                 init_counter: int = 0) -> None:
+    """Body of a worker process: join RPC, serve calls until the driver says stop, exit.
+
+    Args:
+        rank: This worker's rank (>= 1).
+        world_size: Driver plus workers.
+        addr: RPC rendezvous address.
+        port: RPC rendezvous port.
+        timeout: RPC timeout in seconds.
+        init_counter: The driver's count of earlier RPC initialisations: RPC prefixes
+            its rendezvous keys with it, so a fresh worker must use the same value.
+    """
+    import torch.distributed.rpc as rpc_mod
+    from torch.distributed import rpc
+
+    from torchfrag.runtime import rpc as rt
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+    rt._WORKER["stop"] = threading.Event()
+    rt._WORKER["rank"] = rank
+    rpc_mod._init_counter = int(init_counter)
+    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=world_size,
+                 rpc_backend_options=_rpc_options(addr, port, timeout))
+    logger.debug("worker%d up", rank)
+    stop: threading.Event = rt._WORKER["stop"]
+    while not stop.wait(0.5):
+        pass
+    time.sleep(0.05)  # let the reply to the stop request leave
+    with contextlib.suppress(Exception):
+        rt._close_worker_state()
+
+
+def _spawn_main(rank: int, world_size: int, addr: str, port: int, timeout: float,
+                log_level: int, init_counter: int) -> None:
+    _set_pdeathsig()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=log_level, format=f"[worker{rank}] %(levelname)s %(name)s: %(message)s")
+    code = 0
+    try:
+        serve_worker(rank, world_size, addr, port, timeout, init_counter)
+    except BaseException:  # noqa: BLE001 - reported, then a hard exit
+        logger.exception("worker%d failed", rank)
+        code = 1
+    # A hard exit: RPC's own teardown can block on peers that are gone.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+@dataclass
+class Cluster:
+    """The driver's view of the RPC world: worker names, processes, liveness, shutdown.
+
+    Args:
+        num_workers: Worker processes besides the driver.
+        timeout: RPC timeout (seconds); also bounds start-up and shutdown.
+        addr: RPC listen/rendezvous address (loopback by default).
+        port: Rendezvous port (0: a free one).
+
+    Example:
+        >>> from torchfrag.runtime.launcher import Cluster
+        >>> c = Cluster(0)
+        >>> c.workers
+        []
+    """
+
+    num_workers: int
+    timeout: float = 120.0
+    addr: str = "127.0.0.1"
+    port: int = 0
+    procs: dict[str, Any] = field(default_factory=dict)
+    torchrun: bool = False
+    started: bool = False
+
+    @property
+    def workers(self) -> list[str]:
+        """RPC names of the workers."""
+        return [f"worker{r}" for r in range(1, self.num_workers + 1)]
+
+    def start(self) -> None:
+        """Spawns the workers (or joins torchrun's) and initialises RPC on the driver."""
+        from torch.distributed import rpc
+
+        env = torchrun_env()
+        world = self.num_workers + 1
+        if env is not None:
+            if env["world_size"] != world:
+                raise WorkerError(
+                    f"torchrun started {env['world_size']} processes but the policy needs "
+                    f"{world} (1 driver + {self.num_workers} workers): set --nproc-per-node/--nnodes "
+                    "so that their product is the policy's worker count + 1")
+            self.torchrun = True
+            self.addr = env["master_addr"]
+            self.port = int(os.environ.get("TORCHFRAG_RPC_PORT", env["master_port"] + 1))
+            if env["rank"] != 0:
+                _set_pdeathsig()
+                serve_worker(env["rank"], world, self.addr, self.port, self.timeout)
+                raise SystemExit(0)
+        else:
+            if self.port == 0:
+                self.port = free_port(self.addr)
+            ctx = mp.get_context("spawn")
+            level = logging.getLogger().getEffectiveLevel()
+            for r in range(1, world):
+                p = ctx.Process(target=_spawn_main, name=f"torchfrag-worker{r}",
+                                args=(r, world, self.addr, self.port, self.timeout, level,
+                                      0), daemon=True)
+                p.start()
+                self.procs[f"worker{r}"] = p
+        logger.info("starting RPC: driver + %d workers on %s:%d", self.num_workers, self.addr, self.port)
+        try:
+            self._init_driver_rpc(world)
+        except BaseException:
+            self.kill()
+            raise
+        self.started = True
+
+    def _init_driver_rpc(self, world: int) -> None:
+        import torch.distributed.rpc as rpc_mod
+        from torch.distributed import rpc
+        from torch.distributed.rpc import api as rpc_api
+
+        # torch.distributed.rpc keeps per-process counters (rendezvous key prefix,
+        # all-gather sequence numbers) that fresh workers start at zero: reset
+        # them so that a second run in this process rendezvouses with new workers.
+        rpc_mod._init_counter = 0
+        with rpc_api._all_gather_dict_lock:
+            rpc_api._all_gather_sequence_id.clear()
+            rpc_api._all_gather_sequence_id_to_states.clear()
+
+        result: dict[str, BaseException] = {}
+
+        def init() -> None:
+            try:
+                rpc.init_rpc(_DRIVER, rank=0, world_size=world,
+                             rpc_backend_options=_rpc_options(self.addr, self.port, self.timeout))
+            except BaseException as err:  # noqa: BLE001
+                result["err"] = err
+
+        t = threading.Thread(target=init, daemon=True)
+        t.start()
+        deadline = time.monotonic() + self.timeout
+        while t.is_alive():
+            t.join(0.1)
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise WorkerTimeout(f"RPC start-up did not finish within {self.timeout:.0f}s")
+        if "err" in result:
+            raise WorkerError(f"RPC start-up failed: {result['err']}") from result["err"]
+
+    def check_alive(self, names: list[str] | None = None) -> None:
+        """Raises :class:`WorkerDied` when a spawned worker has exited."""
+        for name, p in self.procs.items():
+            if names is not None and name not in names:
+                continue
+            code = p.exitcode
+            if code is not None:
+                how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+                raise WorkerDied(f"{name} (pid {p.pid}) {how}", name)
+
+    def dead(self) -> list[str]:
+        """Names of spawned workers that have exited."""
+        return [n for n, p in self.procs.items() if p.exitcode is not None]
+
+    def shutdown(self) -> None:
+        """Asks every worker to stop, shuts RPC down, reaps (or kills) the processes."""
+        from torch.distributed import rpc
+
+        from torchfrag.runtime import rpc as rt
+
+        if self.started:
+            futs = []
+            for w in self.workers:
+                if w in self.procs and self.procs[w].exitcode is not None:
+                    continue
+                with contextlib.suppress(Exception):
+                    futs.append(rpc.rpc_async(w, rt._remote_stop, timeout=5))
+            for f in futs:
+                with contextlib.suppress(Exception):
+                    f.wait()
+            with contextlib.suppress(Exception):
+                rpc.shutdown(graceful=False)
+            self.started = False
+        self.kill(grace=5.0)
+
+    def kill(self, grace: float = 0.0) -> None:
+        """Waits up to ``grace`` seconds for the workers to exit, then SIGKILLs the rest."""
+        deadline = time.monotonic() + grace
+        for p in self.procs.values():
+            p.join(max(0.0, deadline - time.monotonic()))
+        for name, p in self.procs.items():
+            if p.exitcode is None:
+                logger.warning("killing %s (pid %d), which did not exit", name, p.pid)
+                with contextlib.suppress(Exception):
+                    p.kill()
+                p.join(5)

@@ -1,0 +1,827 @@
+"""The RPC executor: runs a placed :class:`~torchfrag.graph.FragmentGraph` across processes.
+
+The driver (rank 0) runs the loop's generated fx code. Every fragment placed on
+another process is replaced, in a copy of that code, by a *stub* module whose
+``forward`` makes RPC calls (``torch.distributed.rpc``, TensorPipe) carrying
+TensorDicts, issued to all workers at once and awaited as futures. Workers
+build their own fragments by calling the run's picklable *factory*
+(:mod:`torchfrag.policies.factory`): no fragment is ever pickled.
+
+* ``actors``: one call per actor per iteration, ``rollout(weights)`` -> batch; the
+  weights of the graph's shared-parameter edge (learn -> rollout) travel with
+  the request every ``sync_every`` iterations. Batches are concatenated along
+  the env dimension, so with deterministic actions the run equals ``local`` bit
+  for bit.
+* ``async_actors``: requests stay in flight; a learner step takes the first
+  rollouts to arrive, drops those older than the staleness bound and reports
+  ``policy_lag`` in its metrics.
+* ``central_inference``: the rollout stays on the driver; its env step becomes
+  one call per env worker per step (action slice out, transitions in).
+* ``data_parallel``: every rank runs the whole loop; the learn fragment's
+  optimizer all-reduces gradients through a ``gloo`` process group.
+
+Faults: every wait checks the worker processes; a worker that raises gives a
+:class:`~torchfrag.runtime.launcher.WorkerError` with its traceback, one that
+dies a :class:`~torchfrag.runtime.launcher.WorkerDied`, one that does not answer
+within ``policy.timeout`` a :class:`~torchfrag.runtime.launcher.WorkerTimeout`.
+All processes are stopped on every exit path (``Ctrl-C`` included).
+
+Example:
+    >>> from torchfrag.runtime.rpc import CommStats
+    >>> CommStats().per_iteration(1)
+    {'bytes': 0.0, 'calls': 0.0}
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+from tensordict import TensorDictBase
+from torch import nn
+
+from torchfrag.graph import FragmentGraph, capture
+from torchfrag.runtime.launcher import Cluster, WorkerDied, WorkerError, WorkerTimeout
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["run_policy", "CommStats", "WorkerError", "WorkerDied", "WorkerTimeout"]
+
+#: State of this process when it is a worker.
+_WORKER: dict[str, Any] = {}
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+def _nbytes(obj: Any) -> int:
+    if obj is None:
+        return 0
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, TensorDictBase):
+        return sum(_nbytes(v) for v in obj.values(True, True))
+    if isinstance(obj, dict):
+        return sum(_nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(v) for v in obj)
+    return 0
+
+
+@dataclass
+class CommStats:
+    """Bytes and RPC calls between the driver and its workers.
+
+    Attributes:
+        bytes_sent: Tensor bytes the driver sent.
+        bytes_received: Tensor bytes the driver received.
+        calls: RPC calls issued by the driver (start-up and shutdown excluded).
+    """
+
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    calls: int = 0
+
+    def per_iteration(self, iterations: int) -> dict[str, float]:
+        """Mean bytes (both ways) and calls per iteration."""
+        n = max(1, iterations)
+        return {"bytes": (self.bytes_sent + self.bytes_received) / n, "calls": self.calls / n}
+
+
+def _flat(params: Sequence[nn.Parameter]) -> torch.Tensor:
+    with torch.no_grad():
+        return torch.cat([p.detach().reshape(-1) for p in params]).clone()
+
+
+def _load_flat(params: Sequence[nn.Parameter], flat: torch.Tensor) -> None:
+    with torch.no_grad():
+        i = 0
+        for p in params:
+            n = p.numel()
+            p.copy_(flat[i:i + n].view_as(p))
+            i += n
+
+
+def _graph_module_with(graph: FragmentGraph, replace: dict[str, nn.Module]) -> fx.GraphModule:
+    """A copy of the graph's fx module with some fragment submodules swapped for stubs."""
+    gm = graph.module
+    root: dict[str, Any] = {}
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            root[node.target] = replace.get(node.target, gm.get_submodule(node.target))
+    return fx.GraphModule(root, copy.deepcopy(gm.graph), class_name="Placed" + type(gm).__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# worker side (module-level functions: RPC pickles them by reference)
+def _remote_stop() -> bool:
+    ev = _WORKER.get("stop")
+    if ev is not None:
+        ev.set()
+    return True
+
+
+def _close_worker_state() -> None:
+    loop = _WORKER.pop("loop", None)
+    if loop is not None and hasattr(loop, "close"):
+        with contextlib.suppress(Exception):
+            loop.close()
+    if _WORKER.pop("pg", False):
+        import torch.distributed as dist
+
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
+
+def _remote_setup(factory: Any, env_slice: Any, role: str, node: str | None, seed_offset: int | None,
+                  extra: dict[str, Any]) -> dict[str, Any]:
+    """Builds this worker's fragments from the factory; returns a short description."""
+    from torchfrag.policies.factory import EnvSlice  # noqa: F401 - unpickling needs it importable
+
+    _close_worker_state()
+    torch.set_num_threads(1)
+    if extra.get("env_threads"):
+        factory = _with_env_threads(factory, int(extra["env_threads"]))
+    loop = factory(env_slice)
+    graph = capture(loop)
+    _WORKER.update(loop=loop, graph=graph, role=role, lock=threading.Lock())
+    if seed_offset is not None:
+        torch.manual_seed(int(extra.get("seed", 0)) * 1_000_003 + seed_offset)
+    if role == "actor":
+        frag = graph.fragment(node)
+        _WORKER["fragment"] = frag
+        _WORKER["params"] = frag.read_parameters()
+    elif role == "env":
+        rollout = graph.fragment(node)
+        _WORKER["env"] = rollout.env
+        _WORKER["fragment"] = rollout
+    elif role == "replica":
+        _WORKER["fragment"] = graph
+    return {"role": role, "envs": None if env_slice is None else env_slice.count}
+
+
+def _with_env_threads(factory: Any, threads: int) -> Any:
+    if hasattr(factory, "env_options"):
+        factory = copy.copy(factory)
+        factory.env_options = {**dict(factory.env_options), "num_threads": threads}
+    return factory
+
+
+def _remote_rollout(weights: torch.Tensor | None, version: int) -> tuple[TensorDictBase, int, int]:
+    """Runs the rollout fragment once (after loading ``weights`` when given)."""
+    with _WORKER["lock"]:
+        if weights is not None:
+            _load_flat(_WORKER["params"], weights)
+            _WORKER["version"] = version
+        frag = _WORKER["fragment"]
+        batch = frag()
+        return batch, int(_WORKER.get("version", 0)), _WORKER.get("rank", 0)
+
+
+def _remote_env_reset() -> TensorDictBase:
+    return _WORKER["env"].reset()
+
+
+def _remote_env_step(td: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+    return _WORKER["env"].step_and_maybe_reset(td)
+
+
+def _remote_dp_setup(rank: int, world: int, addr: str, port: int, backend: str, timeout: float) -> bool:
+    import datetime
+
+    import torch.distributed as dist
+
+    dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout))
+    _WORKER["pg"] = True
+    _install_allreduce(_WORKER["graph"], world)
+    return True
+
+
+def _remote_dp_iterate() -> dict[str, Any]:
+    graph: FragmentGraph = _WORKER["graph"]
+    out = graph.module()
+    frames = 0
+    stats: dict[str, Any] = {}
+    for n in graph.nodes:
+        fr = getattr(n.module, "frames", None)
+        if isinstance(fr, int):
+            frames = fr
+            st = getattr(n.module, "stats", None)
+            if st is not None:
+                stats = {"returns": list(st.returns), "lengths": list(st.lengths)}
+                st.returns, st.lengths = [], []
+    return {"frames": frames, "episodes": stats, "metrics": out}
+
+
+# ---------------------------------------------------------------------------------------------
+# data parallel: an optimizer that all-reduces gradients before clipping and stepping
+class AllReduceOptimizer:
+    """Wraps an optimizer: ``step()`` averages gradients over the process group, clips, steps.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        params: Parameters whose gradients are averaged (in a fixed order on every rank).
+        world: Number of ranks.
+        max_grad_norm: Clip the averaged gradient to this norm (``None``: no clipping).
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, params: Sequence[nn.Parameter], world: int,
+                 max_grad_norm: float | None) -> None:
+        self.optimizer = optimizer
+        self.params = list(params)
+        self.world = int(world)
+        self.max_grad_norm = max_grad_norm
+        self.allreduce_bytes = 0
+        self.allreduce_calls = 0
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return self.optimizer.param_groups
+
+    @property
+    def state(self) -> Any:
+        return self.optimizer.state
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state)
+
+    def step(self, closure: Any = None) -> Any:
+        import torch.distributed as dist
+
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        flat.div_(self.world)
+        i = 0
+        for p, g in zip(self.params, grads):
+            n = p.numel()
+            p.grad = flat[i:i + n].view_as(p).clone() if p.grad is None else p.grad.copy_(flat[i:i + n].view_as(p))
+            i += n
+        self.allreduce_bytes += flat.numel() * flat.element_size()
+        self.allreduce_calls += 1
+        if self.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
+        return self.optimizer.step(closure)
+
+
+def _install_allreduce(graph: FragmentGraph, world: int) -> list[AllReduceOptimizer]:
+    import torch.distributed as dist
+
+    from torchfrag.fragments import Learn
+
+    wrapped = []
+    for n in graph.nodes:
+        frag = n.module
+        if isinstance(frag, Learn) and not isinstance(frag.optimizer, AllReduceOptimizer):
+            params = list(frag._params)
+            # Every rank starts from rank 0's weights.
+            with torch.no_grad():
+                for p in params:
+                    dist.broadcast(p.data, src=0)
+            opt = AllReduceOptimizer(frag.optimizer, params, world, frag.max_grad_norm)
+            frag.max_grad_norm = None
+            frag.optimizer = opt
+            wrapped.append(opt)
+    if not wrapped:
+        from torchfrag.policies.base import PolicyError
+
+        raise PolicyError("data_parallel needs a Learn fragment in the loop (its optimizer is wrapped "
+                          "to all-reduce gradients)")
+    return wrapped
+
+
+# ---------------------------------------------------------------------------------------------
+# driver side
+class _Calls:
+    """Issues RPCs, counts them, waits on futures while watching the worker processes."""
+
+    def __init__(self, cluster: Cluster, timeout: float, stats: CommStats) -> None:
+        self.cluster = cluster
+        self.timeout = float(timeout)
+        self.stats = stats
+
+    def call(self, worker: str, fn: Any, *args: Any, timeout: float | None = None) -> Any:
+        from torch.distributed import rpc
+
+        self.stats.calls += 1
+        self.stats.bytes_sent += _nbytes(args)
+        fut = rpc.rpc_async(worker, fn, args=args, timeout=self.timeout if timeout is None else timeout)
+        return fut
+
+    def wait(self, futs: Sequence[Any], workers: Sequence[str], count_bytes: bool = True) -> list[Any]:
+        """Results of all ``futs`` (raising the first failure as a WorkerError)."""
+        return [self.wait_one(f, w, count_bytes) for f, w in zip(futs, workers)]
+
+    def wait_one(self, fut: Any, worker: str, count_bytes: bool = True) -> Any:
+        ev = threading.Event()
+        fut.add_done_callback(lambda _f: ev.set())
+        deadline = time.monotonic() + self.timeout + 10.0
+        while not ev.wait(0.2):
+            self.cluster.check_alive([worker])
+            if time.monotonic() > deadline:
+                raise WorkerTimeout(f"{worker} did not answer within {self.timeout:.1f}s "
+                                    "(policy.timeout)", worker)
+        try:
+            value = fut.wait()
+        except Exception as err:  # noqa: BLE001 - translated
+            raise self.translate(err, worker) from None
+        if count_bytes:
+            self.stats.bytes_received += _nbytes(value)
+        return value
+
+    def translate(self, err: BaseException, worker: str) -> WorkerError:
+        text = str(err)
+        dead = self.cluster.dead()
+        if worker in dead or (dead and ("connection" in text.lower() or "eof" in text.lower()
+                                        or "pipe" in text.lower())):
+            who = worker if worker in dead else dead[0]
+            try:
+                self.cluster.check_alive([who])
+            except WorkerDied as died:
+                return WorkerDied(f"{died} (while waiting for {worker})", who)
+        if "timed out" in text.lower() or "timeout" in text.lower():
+            return WorkerTimeout(f"{worker} did not answer within {self.timeout:.1f}s "
+                                 f"(policy.timeout): {text.splitlines()[0] if text else ''}", worker)
+        if not self.cluster.torchrun:
+            # Wait briefly: a connection error is often the first sign of a death.
+            time.sleep(0.3)
+            if worker in self.cluster.dead():
+                try:
+                    self.cluster.check_alive([worker])
+                except WorkerDied as died:
+                    return died
+        return WorkerError(f"{worker} raised:\n{text}", worker)
+
+
+class _ActorsStub(nn.Module):
+    """Stands in for the rollout fragment under ``actors``: one RPC per actor per iteration."""
+
+    def __init__(self, ex: _RpcExecutor, node: str) -> None:
+        super().__init__()
+        self.__dict__["ex"] = ex
+        self.node = node
+
+    def forward(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        ex = self.ex
+        weights = ex.weights_for_sync()
+        actors = list(ex.actors)
+        futs = [ex.calls.call(w, _remote_rollout, weights, ex.version) for w in actors]
+        batches = []
+        for f, w in zip(futs, actors):
+            try:
+                batch, _, _ = ex.calls.wait_one(f, w)
+            except WorkerError as err:
+                if not ex.continue_on_failure(w, err):
+                    raise
+                continue
+            batches.append(batch)
+        if not batches:
+            raise WorkerError("every actor failed")
+        batch = torch.cat(batches, dim=0) if len(batches) > 1 else batches[0]
+        ex.account(batch)
+        return batch
+
+
+class _AsyncActorsStub(nn.Module):
+    """Stands in for the rollout fragment under ``async_actors``: requests stay in flight."""
+
+    def __init__(self, ex: _RpcExecutor, node: str) -> None:
+        super().__init__()
+        self.__dict__["ex"] = ex
+        self.node = node
+        self.__dict__["inflight"] = []  # (future, worker, version)
+        self.__dict__["ready"] = deque()
+        self.__dict__["cv"] = threading.Condition()
+
+    def _issue(self, worker: str) -> None:
+        ex = self.ex
+        weights = ex.weights_for_sync(force=True)
+        fut = ex.calls.call(worker, _remote_rollout, weights, ex.version)
+        entry = (fut, worker)
+
+        def done(_f: Any, entry: Any = entry) -> None:
+            with self.cv:
+                self.ready.append(entry)
+                self.cv.notify_all()
+
+        fut.add_done_callback(done)
+
+    def start(self) -> None:
+        for _ in range(int(self.ex.policy.prefetch)):
+            for w in self.ex.actors:
+                self._issue(w)
+
+    def _next(self) -> tuple[Any, str]:
+        ex = self.ex
+        deadline = time.monotonic() + ex.calls.timeout + 10.0
+        with self.cv:
+            while not self.ready:
+                self.cv.wait(0.2)
+                ex.cluster.check_alive(list(ex.actors))
+                if time.monotonic() > deadline:
+                    raise WorkerTimeout(f"no rollout arrived within {ex.calls.timeout:.1f}s (policy.timeout)")
+            return self.ready.popleft()
+
+    def forward(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        ex = self.ex
+        if not self.__dict__.get("started"):
+            self.__dict__["started"] = True
+            self.start()
+        need = int(ex.policy.batches_per_learn or len(ex.actors))
+        batches, lags = [], []
+        while len(batches) < need:
+            fut, worker = self._next()
+            try:
+                batch, version, _ = ex.calls.wait_one(fut, worker)
+            except WorkerError as err:
+                if not ex.continue_on_failure(worker, err):
+                    raise
+                need = min(need, len(ex.actors)) if ex.actors else need
+                continue
+            lag = ex.version - int(version)
+            if worker in ex.actors:
+                self._issue(worker)
+            if lag > int(ex.policy.staleness):
+                ex.dropped += 1
+                continue
+            batches.append(batch)
+            lags.append(lag)
+        ex.lags.extend(lags)
+        ex.last_lag = lags
+        batch = torch.cat(batches, dim=0) if len(batches) > 1 else batches[0]
+        ex.account(batch)
+        return batch
+
+
+class _CentralRollout(nn.Module):
+    """The driver's rollout under ``central_inference``: act here, env steps on the env workers."""
+
+    def __init__(self, ex: _RpcExecutor, rollout: Any, sizes: list[int]) -> None:
+        super().__init__()
+        self.__dict__["ex"] = ex
+        self.__dict__["rollout"] = rollout
+        self.sizes = sizes
+        self.__dict__["carry"] = None
+
+    def forward(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        ex, ro = self.ex, self.rollout
+        envs = list(ex.env_workers)
+        carry = tensordict if tensordict is not None else self.carry
+        if carry is None:
+            futs = [ex.calls.call(w, _remote_env_reset) for w in envs]
+            carry = torch.cat(ex.calls.wait(futs, envs), dim=0)
+        act = ro.body.act
+        out = []
+        for _ in range(ro.steps):
+            carry = act(carry)
+            parts = carry.split(self.sizes, dim=0)
+            futs = [ex.calls.call(w, _remote_env_step, part) for w, part in zip(envs, parts)]
+            results = ex.calls.wait(futs, envs)
+            transition = torch.cat([r[0] for r in results], dim=0)
+            carry = torch.cat([r[1] for r in results], dim=0)
+            out.append(transition)
+        self.__dict__["carry"] = carry
+        batch = torch.stack(out, dim=ro._time_dim)
+        ex.account(batch)
+        return batch
+
+
+@dataclass
+class _RpcExecutor:
+    policy: Any
+    graph: FragmentGraph
+    factory: Any
+    cluster: Cluster
+    calls: _Calls = None  # type: ignore[assignment]
+    stats: CommStats = field(default_factory=CommStats)
+    version: int = 0
+    synced_version: int = -1
+    actors: list[str] = field(default_factory=list)
+    env_workers: list[str] = field(default_factory=list)
+    lags: list[int] = field(default_factory=list)
+    last_lag: list[int] = field(default_factory=list)
+    dropped: int = 0
+    failed: list[str] = field(default_factory=list)
+    rollout_node: str | None = None
+    params: list[nn.Parameter] = field(default_factory=list)
+    iteration: int = 0
+    dp_opts: list[AllReduceOptimizer] = field(default_factory=list)
+
+    def weights_for_sync(self, force: bool = False) -> torch.Tensor | None:
+        every = int(getattr(self.policy, "sync_every", 1))
+        if self.synced_version == self.version:
+            return None if not force else self._flat_cached
+        if not force and self.synced_version >= 0 and self.iteration % every != 0:
+            return None
+        self._flat_cached = _flat(self.params)
+        self.synced_version = self.version
+        return self._flat_cached
+
+    def account(self, batch: TensorDictBase) -> None:
+        """Frames and episode stats of a gathered batch, kept on the driver's rollout fragment."""
+        if self.rollout_node is None:
+            return
+        ro = self.graph.fragment(self.rollout_node)
+        if hasattr(ro, "frames"):
+            ro.frames += batch.numel()
+        stats = getattr(ro, "stats", None)
+        if stats is not None and batch.ndim == 2 and "next" in batch.keys():
+            nxt = batch.get("next")
+            stats.update(nxt.get("reward"), nxt.get("done"))
+
+    def continue_on_failure(self, worker: str, err: WorkerError) -> bool:
+        if getattr(self.policy, "on_failure", "raise") != "continue":
+            return False
+        logger.warning("actor %s failed (%s); continuing with %d actor(s)", worker,
+                       str(err).splitlines()[0], len(self.actors) - 1)
+        if worker in self.actors:
+            self.actors.remove(worker)
+        self.failed.append(worker)
+        if not self.actors:
+            return False
+        return True
+
+
+def _split(n: int, parts: int) -> list[int]:
+    base, extra = divmod(n, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def run_policy(
+    graph: FragmentGraph,
+    policy: Any,
+    factory: Any,
+    iterations: int,
+    hooks: Sequence[Any] = (),
+    inputs: Sequence[Any] = (),
+    start: int = 0,
+) -> Any:
+    """Runs ``graph`` for ``iterations`` under a distributed ``policy``.
+
+    Args:
+        graph: The captured loop (built on the driver from ``factory()``).
+        policy: A :class:`~torchfrag.policies.Policy` (or name / mapping).
+        factory: Picklable ``factory(env_slice=None) -> loop`` that workers call.
+        iterations: Iterations to run.
+        hooks: ``hook(i, output, graph)``; returning ``True`` stops the run.
+        inputs: Positional inputs of the loop.
+        start: Index of the first iteration.
+
+    Returns:
+        A :class:`~torchfrag.runtime.RunResult`; ``extra`` holds ``comm``
+        (bytes/calls per iteration), ``policy_lag`` (async) and ``failed`` workers.
+
+    Raises:
+        PolicyError: Before any process starts, for a policy that cannot be placed.
+        WorkerError: A worker raised, died (:class:`WorkerDied`) or timed out (:class:`WorkerTimeout`).
+    """
+    from torchfrag.policies import as_policy
+    from torchfrag.policies.base import PolicyError
+    from torchfrag.runtime.local import RunResult
+
+    policy = as_policy(policy)
+    placement = policy.place(graph)
+    if factory is None:
+        factory = getattr(graph.loop, "factory", None)
+    if factory is None:
+        raise PolicyError(f"policy {policy.name} builds fragments on worker processes and needs a "
+                          "picklable loop factory: run(..., factory=PPOFactory(...)) or set loop.factory")
+    _check_picklable(factory, policy)
+    cluster = Cluster(policy.num_workers, timeout=policy.timeout, addr=policy.master_addr,
+                      port=policy.master_port)
+    stats = CommStats()
+    ex = _RpcExecutor(policy, graph, factory, cluster, _Calls(cluster, policy.timeout, stats), stats)
+    replace: dict[str, nn.Module] = {}
+    hooks = list(hooks or ())
+    out: Any = None
+    done = 0
+    stopped = False
+    t0 = time.perf_counter()
+    try:
+        cluster.start()
+        fn = _prepare(ex, placement, replace)
+        args = tuple(inputs)
+        for i in range(start, start + iterations):
+            ex.iteration = i - start
+            out = fn(*args) if fn is not None else None
+            if policy.name == "data_parallel":
+                out = _dp_finish(ex, out)
+            ex.version += 1
+            if ex.last_lag and isinstance(out, TensorDictBase):
+                out.set("policy_lag", torch.tensor(sum(ex.last_lag) / len(ex.last_lag)))
+                out.set("policy_lag_max", torch.tensor(float(max(ex.last_lag))))
+            done += 1
+            if hooks and any([bool(h(i, out, graph)) for h in hooks]):
+                stopped = True
+                break
+    finally:
+        cluster.shutdown()
+        if policy.name == "data_parallel":
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                with contextlib.suppress(Exception):
+                    dist.destroy_process_group()
+            for opt in ex.dp_opts:  # give the driver's learn fragment its optimizer back
+                _uninstall_allreduce(graph, opt)
+    seconds = time.perf_counter() - t0
+    extra = {"comm": stats.per_iteration(done), "comm_total": stats, "failed": list(ex.failed),
+             "policy": policy.name}
+    if ex.lags:
+        extra["policy_lag"] = {"mean": sum(ex.lags) / len(ex.lags), "max": max(ex.lags),
+                               "dropped": ex.dropped, "batches": len(ex.lags)}
+    if ex.dp_opts:
+        extra["comm"]["allreduce_bytes"] = sum(o.allreduce_bytes for o in ex.dp_opts) / max(1, done)
+        extra["comm"]["allreduce_calls"] = sum(o.allreduce_calls for o in ex.dp_opts) / max(1, done)
+    return RunResult(graph, done, out, seconds, stopped, extra)
+
+
+def _check_picklable(factory: Any, policy: Any) -> None:
+    import pickle
+
+    from torchfrag.policies.base import PolicyError
+
+    try:
+        pickle.dumps(factory)
+    except Exception as err:  # noqa: BLE001
+        raise PolicyError(f"policy {policy.name}: the loop factory {factory!r} cannot be pickled "
+                          f"({err}); use a module-level function, functools.partial or a dataclass") from None
+
+
+def _total_envs(ex: _RpcExecutor, node: str) -> int:
+    frag = ex.graph.fragment(node)
+    env = getattr(frag, "env", None)
+    if env is not None:
+        return int(env.batch_size.numel())
+    n = getattr(ex.factory, "num_envs", None)
+    if n is None:
+        raise WorkerError(f"cannot tell how many envs {node} steps")
+    return int(n)
+
+
+def _prepare(ex: _RpcExecutor, placement: Any, replace: dict[str, nn.Module]) -> Any:
+    from torchfrag.policies.base import env_nodes, rollout_nodes
+    from torchfrag.policies.factory import EnvSlice
+
+    policy, graph, calls = ex.policy, ex.graph, ex.calls
+    workers = ex.cluster.workers
+    extra = {"env_threads": getattr(policy, "env_threads", None), "seed": getattr(ex.factory, "seed", 0)}
+    name = policy.name
+    if name in ("actors", "async_actors"):
+        node = placement.nodes_of("actor")
+        if len(node) != 1:
+            from torchfrag.policies.base import PolicyError
+
+            raise PolicyError(f"policy {name} places {node} on the actors; exactly one rollout fragment is needed")
+        node = node[0]
+        ex.rollout_node = node if node in rollout_nodes(graph) else None
+        total = _total_envs(ex, node)
+        n = len(workers)
+        if policy.envs_per_actor is None:
+            if total < n:
+                from torchfrag.policies.base import PolicyError
+
+                raise PolicyError(f"policy {name}: {n} actors but the loop has only {total} envs")
+            sizes = _split(total, n)
+            all_envs = total
+        else:
+            sizes = [int(policy.envs_per_actor)] * n
+            all_envs = sum(sizes)
+        offsets = [sum(sizes[:i]) for i in range(n)]
+        futs = [calls.call(w, _remote_setup, ex.factory, EnvSlice(o, s, all_envs, i, i + 1), "actor", node,
+                           i + 1, extra, timeout=policy.timeout)
+                for i, (w, o, s) in enumerate(zip(workers, offsets, sizes))]
+        calls.wait(futs, workers, count_bytes=False)
+        ex.actors = list(workers)
+        ex.params = graph.fragment(node).read_parameters()
+        stub = _ActorsStub(ex, node) if name == "actors" else _AsyncActorsStub(ex, node)
+        replace[graph.node(node).target] = stub
+        calls.stats.calls = 0
+        calls.stats.bytes_sent = 0
+        return _graph_module_with(graph, replace)
+    if name == "central_inference":
+        node = env_nodes(graph)[0]
+        ex.rollout_node = node
+        ro = graph.fragment(node)
+        total = int(ro.env.batch_size.numel())
+        n = len(workers)
+        if total < n:
+            from torchfrag.policies.base import PolicyError
+
+            raise PolicyError(f"policy {name}: {n} env workers but the loop has only {total} envs")
+        sizes = _split(total, n)
+        offsets = [sum(sizes[:i]) for i in range(n)]
+        futs = [calls.call(w, _remote_setup, ex.factory, EnvSlice(o, s, total, i, i + 1), "env", node, None,
+                           extra, timeout=policy.timeout)
+                for i, (w, o, s) in enumerate(zip(workers, offsets, sizes))]
+        calls.wait(futs, workers, count_bytes=False)
+        ex.env_workers = list(workers)
+        central = _CentralRollout(ex, ro, sizes)
+        ex.rollout_node = None  # _CentralRollout accounts itself
+        ex.__dict__["central_rollout"] = node
+        replace[graph.node(node).target] = _CentralAccounting(central, ro)
+        calls.stats.calls = 0
+        calls.stats.bytes_sent = 0
+        calls.stats.bytes_received = 0
+        return _graph_module_with(graph, replace)
+    if name == "data_parallel":
+        from torchfrag.runtime.launcher import free_port
+
+        world = policy.workers
+        found = rollout_nodes(graph)
+        ex.rollout_node = found[0] if found else None
+        total = _total_envs(ex, found[0]) if found else 0
+        pg_port = free_port(ex.cluster.addr) if not ex.cluster.torchrun else ex.cluster.port + 1
+        futs = []
+        for i, w in enumerate(workers):
+            rank = i + 1
+            if policy.replicate_envs or not found:
+                sl, seed_off = None, None
+            else:
+                sl, seed_off = EnvSlice(rank * total, total, total * world, rank, rank), rank
+            futs.append(calls.call(w, _remote_setup, ex.factory, sl, "replica", None, seed_off, extra,
+                                   timeout=policy.timeout))
+        calls.wait(futs, workers, count_bytes=False)
+        futs = [calls.call(w, _remote_dp_setup, i + 1, world, ex.cluster.addr, pg_port, policy.backend,
+                           policy.timeout) for i, w in enumerate(workers)]
+        import datetime
+
+        import torch.distributed as dist
+
+        dist.init_process_group(policy.backend, init_method=f"tcp://{ex.cluster.addr}:{pg_port}", rank=0,
+                                world_size=world, timeout=datetime.timedelta(seconds=policy.timeout))
+        ex.dp_opts = _install_allreduce(graph, world)
+        calls.wait(futs, workers, count_bytes=False)
+        calls.stats.calls = 0
+        calls.stats.bytes_sent = 0
+        ex.__dict__["dp_fn"] = graph.module
+        return _DPIteration(ex)
+    from torchfrag.policies.base import PolicyError
+
+    raise PolicyError(f"policy {name} does not run on the RPC executor")
+
+
+class _CentralAccounting(nn.Module):
+    def __init__(self, central: _CentralRollout, rollout: Any) -> None:
+        super().__init__()
+        self.central = central
+        self.__dict__["rollout"] = rollout
+
+    def forward(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        batch = self.central(tensordict)
+        ro = self.rollout
+        ro.frames += batch.numel()
+        if ro._time_dim == 1:
+            nxt = batch.get("next")
+            ro.stats.update(nxt.get("reward"), nxt.get("done"))
+        return batch
+
+
+class _DPIteration:
+    def __init__(self, ex: _RpcExecutor) -> None:
+        self.ex = ex
+
+    def __call__(self, *args: Any) -> Any:
+        ex = self.ex
+        futs = [ex.calls.call(w, _remote_dp_iterate) for w in ex.cluster.workers]
+        out = ex.__dict__["dp_fn"](*args)
+        ex.__dict__["dp_futs"] = futs
+        return out
+
+
+def _dp_finish(ex: _RpcExecutor, out: Any) -> Any:
+    futs = ex.__dict__.pop("dp_futs", [])
+    results = ex.calls.wait(futs, ex.cluster.workers)
+    if ex.rollout_node is not None:
+        ro = ex.graph.fragment(ex.rollout_node)
+        # Frames of the other ranks: each reports its running total.
+        totals = ex.__dict__.setdefault("dp_seen", [0] * len(results))
+        for j, r in enumerate(results):
+            new = int(r["frames"]) - totals[j]
+            totals[j] = int(r["frames"])
+            ro.frames += new
+    return out
+
+
+def _uninstall_allreduce(graph: FragmentGraph, opt: AllReduceOptimizer) -> None:
+    from torchfrag.fragments import Learn
+
+    for n in graph.nodes:
+        frag = n.module
+        if isinstance(frag, Learn) and frag.optimizer is opt:
+            frag.optimizer = opt.optimizer
+            frag.max_grad_norm = opt.max_grad_norm

@@ -184,3 +184,25 @@ def test_act_fast_path_equals_actor(env_id):
     for k in actor.out_keys:
         assert torch.equal(a[k], b[k]), k
     env.close()
+
+
+def test_episode_stats_match_a_step_by_step_count():
+    g = torch.Generator().manual_seed(0)
+    stats = EpisodeStats()
+    ret, length = torch.zeros(5, dtype=torch.float64), torch.zeros(5, dtype=torch.int64)
+    want_r, want_l = [], []
+    for _ in range(4):
+        r = torch.randn(5, 7, 1, generator=g)
+        d = torch.rand(5, 7, 1, generator=g) < 0.3
+        stats.update(r, d)
+        for i in range(5):  # the reference: env by env, step by step
+            for t in range(7):
+                ret[i] += r[i, t, 0].double()
+                length[i] += 1
+                if d[i, t, 0]:
+                    want_r.append((i, t, float(ret[i])))
+                    want_l.append(int(length[i]))
+                    ret[i], length[i] = 0, 0
+        # stats records episodes env by env within one block; compare as multisets
+        assert sorted(round(x, 9) for x in stats.returns) == sorted(round(x[2], 9) for x in want_r)
+        assert sorted(stats.lengths) == sorted(want_l)

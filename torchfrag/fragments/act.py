@@ -6,6 +6,7 @@ from tensordict import TensorDictBase
 from tensordict.nn import (InteractionType, ProbabilisticTensorDictModule,
                            ProbabilisticTensorDictSequential, TensorDictModule)
 from torch import nn
+from tensordict.nn.probabilistic import interaction_type
 from torchrl.envs.utils import set_exploration_type
 
 from torchfrag.fragments.base import Fragment
@@ -62,11 +63,16 @@ class Act(Fragment):
         return f"Act({type(self.actor).__name__}, {self.exploration})"
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        # Contexts are entered only when not already in force (a Rollout sets them once).
         if self._fast is not None:
-            with torch.no_grad():
-                return self._fast(tensordict)
-        with torch.no_grad(), set_exploration_type(self._itype):
-            return self.actor(tensordict)
+            if torch.is_grad_enabled():
+                with torch.no_grad():
+                    return self._fast(tensordict)
+            return self._fast(tensordict)
+        if torch.is_grad_enabled() or interaction_type() is not self._itype:
+            with torch.no_grad(), set_exploration_type(self._itype):
+                return self.actor(tensordict)
+        return self.actor(tensordict)
 
 
 def _fast_plan(actor: nn.Module):

@@ -7,8 +7,10 @@ from typing import Any
 
 import torch
 from tensordict import TensorDictBase
+from tensordict.nn import InteractionType
 from torch import nn
 from torchrl.envs import EnvBase
+from torchrl.envs.utils import set_exploration_type
 
 from torchfrag.fragments.act import Act
 from torchfrag.fragments.base import Fragment
@@ -55,25 +57,38 @@ class EpisodeStats:
         self.lengths: list[int] = []
 
     def update(self, reward: torch.Tensor, done: torch.Tensor) -> None:
-        """Adds a ``[envs, time(, 1)]`` block of rewards and done flags."""
+        """Adds a ``[envs, time(, 1)]`` block of rewards and done flags (vectorised over time)."""
         reward = reward.reshape(reward.shape[0], reward.shape[1], -1).sum(-1).double()
         done = done.reshape(done.shape[0], done.shape[1], -1).any(-1)
-        if self._ret is None or self._ret.shape[0] != reward.shape[0]:
-            self._ret = torch.zeros(reward.shape[0], dtype=torch.float64)
-            self._len = torch.zeros(reward.shape[0], dtype=torch.int64)
+        n, t = reward.shape
+        if self._ret is None or self._ret.shape[0] != n:
+            self._ret = torch.zeros(n, dtype=torch.float64)
+            self._len = torch.zeros(n, dtype=torch.int64)
+        csum = reward.cumsum(1)
         if not bool(done.any()):
-            self._ret += reward.sum(1)
-            self._len += reward.shape[1]
+            self._ret += csum[:, -1]
+            self._len += t
             return
-        for t in range(reward.shape[1]):
-            self._ret += reward[:, t]
-            self._len += 1
-            d = done[:, t]
-            if bool(d.any()):
-                self.returns.extend(self._ret[d].tolist())
-                self.lengths.extend(self._len[d].tolist())
-                self._ret[d] = 0
-                self._len[d] = 0
+        rows, steps = done.nonzero(as_tuple=True)  # row-major: by env, then time
+        ends = csum[rows, steps]
+        first = torch.ones_like(rows, dtype=torch.bool)
+        first[1:] = rows[1:] != rows[:-1]
+        prev_sum = torch.zeros_like(ends)
+        prev_sum[1:] = ends[:-1]
+        prev_step = torch.full_like(steps, -1)
+        prev_step[1:] = steps[:-1]
+        returns = torch.where(first, ends + self._ret[rows], ends - prev_sum)
+        lengths = torch.where(first, steps + 1 + self._len[rows], steps - prev_step)
+        self.returns.extend(returns.tolist())
+        self.lengths.extend(lengths.tolist())
+        # carry: what follows each env's last done (or everything, for envs with none)
+        last = torch.full((n,), -1, dtype=torch.int64)
+        last[rows] = steps  # later entries of a row overwrite earlier ones
+        has = last >= 0
+        tail = csum[:, -1] - torch.where(has, csum[torch.arange(n), last.clamp(min=0)],
+                                         torch.zeros(n, dtype=torch.float64))
+        self._ret = torch.where(has, tail, self._ret + tail)
+        self._len = torch.where(has, t - 1 - last, self._len + t)
 
     def pop(self) -> dict[str, float]:
         """Summary of the episodes finished since the last call (empty when none)."""
@@ -135,6 +150,7 @@ class Rollout(Fragment):
         self.__dict__["body_graph"] = capture(self.body, in_keys=carry_keys, name="RolloutStep")
         self._carry: TensorDictBase | None = None
         self._time_dim = len(env.batch_size)
+        self._itype = getattr(act, "_itype", InteractionType.RANDOM)
         self.stats = EpisodeStats()
         self.frames = 0
 
@@ -153,7 +169,7 @@ class Rollout(Fragment):
         # the captured body's generated code, called directly (no nn.Module dispatch)
         step = self.body_graph.module.forward
         out = []
-        with torch.no_grad():
+        with torch.no_grad(), set_exploration_type(self._itype):
             for _ in range(self.steps):
                 transition, carry = step(carry)
                 out.append(transition)

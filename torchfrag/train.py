@@ -98,7 +98,7 @@ class TrainConfig:
 
     env: EnvConfig = MISSING
     algo: Any = MISSING
-    policy: PolicyConfig = MISSING
+    policy: Any = MISSING  # PolicyConfig or a torchfrag.policies schema
     logger: LoggerConfig = MISSING
     seed: int = 0
     total_frames: int | None = None
@@ -120,6 +120,9 @@ def register_schemas() -> None:
     cs.store(group="env", name="env_schema", node=EnvConfig)
     cs.store(group="algo", name="ppo_schema", node=PPOAlgoConfig)
     cs.store(group="policy", name="policy_schema", node=PolicyConfig)
+    from torchfrag.policies import register_schemas as register_policy_schemas
+
+    register_policy_schemas()
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)
 
 
@@ -328,7 +331,12 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
 
     t_start = time.perf_counter()
     try:
-        result = run(graph, policy=cfg.policy.name, iterations=max(0, iterations - start),
+        from torchfrag.policies import PPOFactory
+
+        factory = PPOFactory(cfg.env.id, pcfg.to_dict(), seed=int(cfg.seed),
+                             env_options=dict(cfg.env.options))
+        result = run(graph, policy=cfg.policy if cfg.policy.name != "local" else "local",
+                     factory=factory, iterations=max(0, iterations - start),
                      hooks=[hook], start=start)
     finally:
         bar.close()

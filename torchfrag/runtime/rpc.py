@@ -47,6 +47,7 @@ import torch
 import torch.fx as fx
 from tensordict import TensorDictBase
 from torch import nn
+from torchrl.envs.utils import set_exploration_type
 
 from torchfrag.graph import FragmentGraph, capture
 from torchfrag.runtime.launcher import Cluster, WorkerDied, WorkerError, WorkerTimeout
@@ -486,6 +487,13 @@ class _CentralRollout(nn.Module):
             carry = torch.cat(ex.calls.wait(futs, envs), dim=0)
         act = ro.body.act
         out = []
+        itype = getattr(ro, "_itype", None)
+        ctx = set_exploration_type(itype) if itype is not None else contextlib.nullcontext()
+        with torch.no_grad(), ctx:
+            return self._steps(ex, ro, act, carry, envs, out)
+
+    def _steps(self, ex: Any, ro: Any, act: Any, carry: TensorDictBase, envs: list[str],
+               out: list[TensorDictBase]) -> TensorDictBase:
         for _ in range(ro.steps):
             carry = act(carry)
             parts = carry.split(self.sizes, dim=0)

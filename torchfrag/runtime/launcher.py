@@ -137,8 +137,11 @@ def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: floa
                  rpc_backend_options=_rpc_options(addr, port, timeout))
     logger.debug("worker%d up", rank)
     stop: threading.Event = rt._WORKER["stop"]
+    parent = rt._WORKER.get("parent")
     while not stop.wait(0.5):
-        pass
+        if parent is not None and os.getppid() != parent:
+            logger.warning("worker%d: the driver is gone; exiting", rank)
+            break
     time.sleep(0.05)  # let the reply to the stop request leave
     with contextlib.suppress(Exception):
         rt._close_worker_state()
@@ -147,6 +150,12 @@ def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: floa
 def _spawn_main(rank: int, world_size: int, addr: str, port: int, timeout: float,
                 log_level: int, init_counter: int) -> None:
     _set_pdeathsig()
+    parent = int(os.environ.get("TORCHFRAG_DRIVER_PID", "0")) or None
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)  # the driver died before PR_SET_PDEATHSIG took effect
+    from torchfrag.runtime import rpc as rt
+
+    rt._WORKER["parent"] = parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=log_level, format=f"[worker{rank}] %(levelname)s %(name)s: %(message)s")
     code = 0
@@ -214,6 +223,7 @@ class Cluster:
             if self.port == 0:
                 self.port = free_port(self.addr)
             ctx = mp.get_context("spawn")
+            os.environ["TORCHFRAG_DRIVER_PID"] = str(os.getpid())
             level = logging.getLogger().getEffectiveLevel()
             for r in range(1, world):
                 p = ctx.Process(target=_spawn_main, name=f"torchfrag-worker{r}",

@@ -1,0 +1,135 @@
+"""Distribution policies: placement, validation before any process starts, explain, configs."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from torchfrag.graph import capture
+from torchfrag.policies import (
+    ActorsPolicy,
+    DataParallelPolicy,
+    PolicyError,
+    SingleDevicePolicy,
+    as_policy,
+    explain,
+)
+from torchfrag.policies.factory import EnvSlice, PPOFactory, slice_seeds
+from torchfrag.runtime import run
+
+from _policy_helpers import CFG, children, params
+
+
+@pytest.fixture
+def graph():
+    loop = PPOFactory("CartPole-v1", CFG)()
+    yield capture(loop)
+    loop.close()
+
+
+def test_placement_roles(graph):
+    pl = ActorsPolicy(actors=2).place(graph)
+    assert pl.roles == {"rollout": "actor", "advantage": "learner", "learn": "learner"}
+    pl = as_policy("central_inference").place(graph)
+    assert set(pl.roles.values()) == {"learner"}
+    pl = DataParallelPolicy(workers=3).place(graph)
+    assert set(pl.roles.values()) == {"replica"} and pl.workers("replica") == 3
+
+
+@pytest.mark.parametrize("cfg, match", [
+    ({"name": "actors", "actors": 1000}, "more than max_workers"),
+    ({"name": "actors", "actors": 0}, "actors must be >= 1"),
+    ({"name": "central_inference", "env_workers": 300, "max_workers": 1000}, "more than max_workers"),
+    ({"name": "actors", "placement": {"nope": "actor"}}, "fragment 'nope', which is not in the captured graph"),
+    ({"name": "actors", "placement": {"learn": "gpu_farm"}}, "unknown role 'gpu_farm'"),
+    ({"name": "actors", "devices": {"learner": "cuda:7"}}, "not available|CUDA device"),
+    ({"name": "actors", "devices": {"learner": "banana"}}, "is not a device"),
+    ({"name": "actors", "actorz": 2}, "unknown option"),
+    ({"name": "shard_everything"}, "unknown distribution policy"),
+])
+def test_bad_configs_fail_before_any_process(graph, cfg, match):
+    before = len(children())
+    with pytest.raises(PolicyError, match=match):
+        run(graph, cfg, iterations=1, factory=PPOFactory("CartPole-v1", CFG))
+    assert len(children()) == before
+
+
+def test_too_many_actors_for_envs(graph):
+    # 4 envs cannot be split over 8 actors; checked on the driver before workers get work.
+    with pytest.raises(PolicyError, match="only 4 envs"):
+        run(graph, {"name": "actors", "actors": 8}, iterations=1, factory=PPOFactory("CartPole-v1", CFG))
+
+
+def test_unpicklable_factory_fails_early(graph):
+    with pytest.raises(PolicyError, match="cannot be pickled"):
+        run(graph, "actors", iterations=1, factory=lambda env_slice=None: None)
+
+
+def test_single_device_cuda_absent_or_runs(graph):
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: covered by the GPU run")
+    with pytest.raises(PolicyError, match="CUDA is not available"):
+        run(graph, SingleDevicePolicy(device_name="cuda"), iterations=1)
+
+
+def test_single_device_cpu_fallback_equals_local():
+    f = PPOFactory("CartPole-v1", CFG, exploration="mode")
+    a, b = f(), f()
+    run(capture(a), "local", iterations=2)
+    res = run(capture(b), SingleDevicePolicy(device_name="cuda", fallback_cpu=True, compile=False),
+              iterations=2)
+    assert res.extra["device"] == "cpu"
+    assert torch.equal(params(b), params(a))
+
+
+def test_single_device_compile_path():
+    # Compiled graphs reorder float operations: after 16 Adam steps the parameters
+    # stay within 5e-3 of the eager run (stated tolerance), and are finite.
+    f = PPOFactory("CartPole-v1", CFG, exploration="mode")
+    a, b = f(), f()
+    run(capture(a), "local", iterations=2)
+    res = run(capture(b), SingleDevicePolicy(device_name="cpu", compile=True,
+                                             compile_backend="aot_eager"), iterations=2)
+    assert res.iterations == 2 and torch.isfinite(params(b)).all()
+    torch.testing.assert_close(params(b), params(a), rtol=0, atol=5e-3)
+
+
+def test_slice_seeds_match_pool():
+    from torchfrag.envs.pool import per_env_seeds
+
+    assert slice_seeds(3, EnvSlice(1, 2, 4)) == per_env_seeds(3, 4)[1:3]
+    full = PPOFactory("CartPole-v1", CFG)()
+    part = PPOFactory("CartPole-v1", CFG)(EnvSlice(2, 2, 4))
+    assert torch.equal(full.env.reset()["observation"][2:], part.env.reset()["observation"])
+    assert torch.equal(params(full), params(part))
+    full.close(), part.close()
+
+
+@pytest.mark.parametrize("name", ["actors", "async_actors", "central_inference", "data_parallel"])
+def test_explain(graph, name, tmp_path):
+    text = explain(graph, name, path=str(tmp_path / "placed.png"), show=False)
+    assert f"policy {name}" in text
+    assert "edges crossing processes" in text
+    assert (tmp_path / "placed.png").stat().st_size > 1000
+    if name.endswith("actors"):
+        assert "weights" in text and "rollout@actor[2]" in text
+    if name == "central_inference":
+        assert "rollout.env_step" in text
+    if name == "data_parallel":
+        assert "gradients" in text
+
+
+def test_explain_local(graph):
+    assert "no edge crosses processes" in explain(graph, "local", show=False)
+
+
+def test_hydra_configs_compose():
+    from torchfrag.train import compose_config
+
+    cfg = compose_config(["policy=actors", "policy.actors=4"])
+    assert as_policy(cfg.policy).actors == 4
+    for name in ["async_actors", "central_inference", "data_parallel", "single_device", "local"]:
+        assert as_policy(compose_config([f"policy={name}"]).policy).name == name
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException):
+        compose_config(["policy=actors", "policy.actors=many"])

@@ -263,12 +263,13 @@ class Cluster:
 
         t = threading.Thread(target=init, daemon=True)
         t.start()
-        deadline = time.monotonic() + self.timeout
+        startup = max(self.timeout, 90.0)  # spawning and importing torch is slow on a busy machine
+        deadline = time.monotonic() + startup
         while t.is_alive():
             t.join(0.1)
             self.check_alive()
             if time.monotonic() > deadline:
-                raise WorkerTimeout(f"RPC start-up did not finish within {self.timeout:.0f}s")
+                raise WorkerTimeout(f"RPC start-up did not finish within {startup:.0f}s")
         if "err" in result:
             raise WorkerError(f"RPC start-up failed: {result['err']}") from result["err"]
 

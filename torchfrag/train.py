@@ -111,6 +111,22 @@ class TrainConfig:
     plot: bool = True
 
 
+def _algo_schemas() -> dict[str, type]:
+    """``algo/<name>_schema`` for the algorithms other than PPO: their config dataclass plus ``name``."""
+    import dataclasses
+
+    from torchfrag.algos import ALGOS, get_algo
+
+    out = {}
+    for name in ALGOS:
+        if name == "ppo":
+            continue
+        cls, _ = get_algo(name)
+        out[name] = dataclasses.make_dataclass(
+            f"{cls.__name__}Schema", [("name", str, dataclasses.field(default=name))], bases=(cls,))
+    return out
+
+
 def register_schemas() -> None:
     """Stores the schemas in Hydra's ConfigStore (idempotent)."""
     from hydra.core.config_store import ConfigStore
@@ -119,6 +135,8 @@ def register_schemas() -> None:
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(group="env", name="env_schema", node=EnvConfig)
     cs.store(group="algo", name="ppo_schema", node=PPOAlgoConfig)
+    for name, node in _algo_schemas().items():
+        cs.store(group="algo", name=f"{name}_schema", node=node)
     cs.store(group="policy", name="policy_schema", node=PolicyConfig)
     from torchfrag.policies import register_schemas as register_policy_schemas
 
@@ -254,7 +272,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     import torch
     from tqdm import tqdm
 
-    from torchfrag.algos.ppo import PPOConfig, make_ppo
+    from torchfrag.algos import get_algo, make_factory
     from torchfrag.graph import capture
     from torchfrag.runtime import run, save_checkpoint
 
@@ -268,8 +286,9 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     algo = OmegaConf.to_container(cfg.algo, resolve=True)
     if cfg.total_frames is not None:
         algo["total_frames"] = int(cfg.total_frames)
-    pcfg = PPOConfig.from_dict(algo)
-    loop = make_ppo(cfg.env.id, pcfg, seed=int(cfg.seed), env_options=dict(cfg.env.options))
+    config_cls, make_loop = get_algo(cfg.algo.name)
+    pcfg = config_cls.from_dict(algo)
+    loop = make_loop(cfg.env.id, pcfg, seed=int(cfg.seed), env_options=dict(cfg.env.options))
     graph = capture(loop)
     logger.info("captured loop:\n%s", graph)
     iterations = max(1, math.ceil(pcfg.total_frames / pcfg.frames_per_iteration))
@@ -331,10 +350,8 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
 
     t_start = time.perf_counter()
     try:
-        from torchfrag.policies import PPOFactory
-
-        factory = PPOFactory(cfg.env.id, pcfg.to_dict(), seed=int(cfg.seed),
-                             env_options=dict(cfg.env.options))
+        factory = make_factory(cfg.algo.name, cfg.env.id, pcfg, seed=int(cfg.seed),
+                               env_options=dict(cfg.env.options))
         result = run(graph, policy=cfg.policy if cfg.policy.name != "local" else "local",
                      factory=factory, iterations=max(0, iterations - start),
                      hooks=[hook], start=start)

@@ -153,6 +153,10 @@ def make_actor_critic(env: EnvBase, hidden: list[int]) -> tuple[ProbabilisticAct
         >>> actor.out_keys
         ['loc', 'scale', 'action', 'action_log_prob']
     """
+    from torchfrag.algos.common import is_image, make_cnn_actor_critic
+
+    if is_image(env):  # Atari frame stacks: the Nature-CNN torso shared by actor and critic
+        return make_cnn_actor_critic(env)
     obs_dim = env.observation_spec["observation"].shape[-1]
     spec = env.action_spec_unbatched
     discrete = spec.dtype in (torch.int64, torch.int32) or hasattr(spec.space, "n")

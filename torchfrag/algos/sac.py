@@ -1,0 +1,182 @@
+"""SAC (continuous actions) as a loop of fragments on SACLoss, a replay buffer and target critics.
+
+The loop is ``rollout -> replay write -> replay sample -> learn -> target update``:
+
+* :class:`~torchfrag.fragments.Rollout` samples a ``TanhNormal`` actor,
+* :class:`~torchfrag.fragments.ReplayWrite`/:class:`~torchfrag.fragments.ReplaySample`
+  fill and sample a TorchRL ``ReplayBuffer`` (``updates * batch_size`` samples per iteration),
+* :class:`~torchfrag.fragments.Learn` takes ``updates`` gradient steps of TorchRL's
+  ``SACLoss`` (twin Q-networks, learned temperature),
+* :class:`~torchfrag.algos.common.TargetUpdate` steps a ``SoftUpdate`` of the target critics.
+
+The buffer starts with ``learning_starts`` random-action transitions (CleanRL's recipe).
+
+Example:
+    >>> from torchfrag.algos.sac import SACConfig, make_sac
+    >>> cfg = SACConfig(num_envs=2, steps=4, batch_size=8, updates=2, learning_starts=16, hidden=[16])
+    >>> loop = make_sac("Pendulum-v1", cfg, seed=0)
+    >>> sorted(k for k in loop().keys() if k.startswith("loss_"))
+    ['loss_actor', 'loss_alpha', 'loss_qvalue']
+    >>> loop.close()
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import NormalParamExtractor, TensorDictModule
+from torch import nn
+from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.envs import EnvBase
+from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl.objectives import SACLoss, SoftUpdate
+
+from torchfrag.algos.common import AlgoConfig, LoopBase, TargetUpdate, is_discrete, mlp, prefill
+from torchfrag.algos.ppo import make_env
+from torchfrag.fragments import Learn, ReplaySample, ReplayWrite, Rollout
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["build_sac", "SACConfig", "SACLoop", "make_sac", "make_sac_networks"]
+
+_REPLAY_KEYS = ["observation", "action", ("next", "observation"), ("next", "reward"),
+                ("next", "done"), ("next", "terminated")]
+
+
+@dataclass
+class SACConfig(AlgoConfig):
+    """SAC hyper-parameters (defaults: a fast Pendulum-v1 recipe; MuJoCo: ``conf/algo/sac_mujoco.yaml``).
+
+    Attributes:
+        num_envs: Envs in the pool.
+        steps: Env steps per env per iteration.
+        updates: Gradient steps per iteration (update-to-data ratio: ``updates / (num_envs * steps)``).
+        batch_size: Samples per gradient step.
+        buffer_size: Replay capacity.
+        learning_starts: Random-action transitions in the buffer before training.
+        gamma: Discount.
+        lr: Adam learning rate (actor, critics and temperature).
+        total_frames: Training length.
+        tau: Soft target update rate per gradient step.
+        alpha_init: Initial entropy temperature.
+        loss_function: Critic loss, ``"l2"`` or ``"smooth_l1"``.
+        max_grad_norm: Gradient-norm clip (``None``: none).
+        hidden: Hidden layer sizes of the actor and the Q-networks.
+    """
+
+    num_envs: int = 4
+    steps: int = 16
+    updates: int = 64
+    batch_size: int = 256
+    buffer_size: int = 1_000_000
+    learning_starts: int = 1000
+    gamma: float = 0.99
+    lr: float = 1e-3
+    total_frames: int = 20_000
+    tau: float = 0.005
+    alpha_init: float = 1.0
+    loss_function: str = "l2"
+    max_grad_norm: float | None = None
+    hidden: list[int] = field(default_factory=lambda: [256, 256])
+
+
+def make_sac_networks(env: EnvBase, hidden: list[int]) -> tuple[ProbabilisticActor, ValueOperator]:
+    """A ``TanhNormal`` actor squashed into the action bounds and a Q(s, a) network.
+
+    Example:
+        >>> from torchfrag.algos.ppo import make_env
+        >>> from torchfrag.algos.sac import make_sac_networks
+        >>> actor, q = make_sac_networks(make_env("Pendulum-v1", 2), [16])
+        >>> q.out_keys
+        ['state_action_value']
+    """
+    spec = env.action_spec_unbatched
+    obs_dim = env.observation_spec["observation"].shape[-1]
+    act_dim = spec.shape[-1]
+    body = TensorDictModule(nn.Sequential(mlp(obs_dim, 2 * act_dim, hidden, out_gain=0.01),
+                                          NormalParamExtractor(scale_lb=1e-4)),
+                            ["observation"], ["loc", "scale"])
+    actor = ProbabilisticActor(body, in_keys=["loc", "scale"], spec=spec,
+                               distribution_class=TanhNormal,
+                               distribution_kwargs={"low": spec.space.low, "high": spec.space.high},
+                               return_log_prob=False)
+    qnet = ValueOperator(mlp(obs_dim + act_dim, 1, hidden, out_gain=1.0),
+                         in_keys=["observation", "action"], out_keys=["state_action_value"])
+    return actor, qnet
+
+
+class SACLoop(LoopBase):
+    """One SAC iteration (see the module docstring).
+
+    Args:
+        env: The training env (batched).
+        actor: ``TanhNormal`` actor.
+        qnet: Q(s, a) network (duplicated into twin critics by ``SACLoss``).
+        cfg: Hyper-parameters.
+    """
+
+    MODELS = ("actor", "loss")
+
+    def __init__(self, env: EnvBase, actor: ProbabilisticActor, qnet: ValueOperator,
+                 cfg: SACConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.env = env
+        self.actor = actor
+        self.rollout = Rollout(actor, env, steps=cfg.steps)
+        self.buffer = ReplayBuffer(storage=LazyTensorStorage(cfg.buffer_size))
+        self.write = ReplayWrite(self.buffer, in_keys=_REPLAY_KEYS)
+        self.sample = ReplaySample(self.buffer, batch_size=cfg.updates * cfg.batch_size,
+                                   out_keys=_REPLAY_KEYS)
+        self.loss = SACLoss(actor, qnet, num_qvalue_nets=2, loss_function=cfg.loss_function,
+                            alpha_init=cfg.alpha_init, delay_qvalue=True,
+                            action_spec=env.action_spec_unbatched)
+        self.loss.make_value_estimator(gamma=cfg.gamma)
+        self.learn = Learn(self.loss, lr=cfg.lr, epochs=1, minibatch_size=cfg.batch_size,
+                           max_grad_norm=cfg.max_grad_norm, select_keys=_REPLAY_KEYS)
+        self.updater = SoftUpdate(self.loss, tau=cfg.tau)
+        self.target = TargetUpdate(self.updater, self.loss, steps=cfg.updates)
+        prefill(self.rollout, env, cfg.learning_starts, self.write)
+
+    def forward(self) -> TensorDictBase:
+        batch = self.rollout()
+        batch = self.write(batch.select(*_REPLAY_KEYS))
+        sample = self.sample(batch)
+        metrics = self.learn(sample)
+        return self.target(metrics)
+
+
+def make_sac(env_id: str, cfg: SACConfig | dict | None = None, seed: int = 0,
+             env_options: dict[str, Any] | None = None) -> SACLoop:
+    """Builds a :class:`SACLoop` (seeding torch first, so the same seed gives the same run).
+
+    Args:
+        env_id: A registered env id with continuous actions.
+        cfg: A :class:`SACConfig` or a mapping of its fields.
+        seed: Seeds torch and the env pool.
+        env_options: Extra env options for :func:`torchfrag.envs.make`.
+
+    Example:
+        >>> from torchfrag.algos.sac import make_sac
+        >>> loop = make_sac("Pendulum-v1", {"num_envs": 2, "steps": 4, "learning_starts": 8})
+        >>> len(loop.buffer)
+        8
+        >>> loop.close()
+    """
+    cfg = SACConfig.coerce(cfg)
+    torch.manual_seed(seed)
+    env = make_env(env_id, cfg.num_envs, seed=seed, **(env_options or {}))
+    return build_sac(env, cfg)
+
+
+def build_sac(env: EnvBase, cfg: SACConfig) -> SACLoop:
+    """Builds the networks and the loop on an existing env (used by :func:`make_sac` and the
+    distribution policies' factories; seed torch before calling it)."""
+    if is_discrete(env):
+        env.close()
+        raise ValueError(f"SAC needs continuous actions; the env has {env.action_spec_unbatched}")
+    actor, qnet = make_sac_networks(env, cfg.hidden)
+    return SACLoop(env, actor, qnet, cfg)

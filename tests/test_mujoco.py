@@ -33,6 +33,14 @@ TOL = 1e-6
 OUR_INFOS = {"qpos0", "qvel0", "env_id", "elapsed_step"}
 
 
+@pytest.fixture(autouse=True)
+def _scratch_cwd(tmp_path, monkeypatch) -> None:
+    """Gymnasium's reference (the mujoco Python package) appends MuJoCo's
+    compile warnings to MUJOCO_LOG.TXT in the working directory: keep that
+    file out of the repository."""
+    monkeypatch.chdir(tmp_path)
+
+
 def _close(ours: np.ndarray, ref: np.ndarray, what: str) -> None:
     np.testing.assert_allclose(np.asarray(ours, dtype=np.float64),
                                np.asarray(ref, dtype=np.float64), rtol=TOL, atol=TOL,
@@ -359,3 +367,18 @@ def test_preload_rejects_other_mujoco_version(monkeypatch) -> None:
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "3.1.0")
     with pytest.raises(ImportError, match=r"built against mujoco 4\.0\.0 but mujoco 3\.1\.0"):
         preload_mujoco.preload()
+
+
+def test_model_loading_is_quiet(tmp_path, monkeypatch, capfd) -> None:
+    """Compile-time notes (half_cheetah.xml's deprecated settotalmass) are not
+    printed and no MUJOCO_LOG.TXT appears in the working directory."""
+    import shutil
+
+    from torchfrag._preload.mujoco import gymnasium_assets_dir
+
+    model = tmp_path / "cheetah_copy.xml"  # a new path: never cached before
+    shutil.copy(f"{gymnasium_assets_dir()}/half_cheetah.xml", model)
+    with make("HalfCheetah-v5", xml_file=str(model)) as pool:
+        pool.reset()
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    assert "settotalmass" not in capfd.readouterr().out

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -94,12 +95,34 @@ struct SpecDeleter {
   void operator()(mjSpec* s) const { mj_deleteSpec(s); }
 };
 
-// Parse, then compile: the two steps mj_loadXML runs, but compile-time notes
-// (Gymnasium's humanoid models use the deprecated 'settotalmass') stay in the
-// spec instead of going to MuJoCo's default log handler, which would print
-// them and append them to MUJOCO_LOG.TXT in the working directory.  The
-// mujoco Python package loads these files silently too.
+// MuJoCo reports compile-time notes (Gymnasium's half_cheetah.xml uses the
+// deprecated 'settotalmass') through its global log handler, whose default
+// prints them and appends them to MUJOCO_LOG.TXT in the working directory --
+// on every pool construction, in whatever folder the user runs from.  A
+// library should not do that, so while a model is parsed and compiled a
+// handler that drops warnings is installed (loads are serialised; a warning
+// another thread raises in that short window is dropped as well; errors
+// still print).  Parse and compile errors themselves become exceptions.
+inline void quiet_log_handler(const mjLogMessage* msg) {
+  if (msg->level >= mjLOG_ERROR) std::fprintf(stderr, "MuJoCo error: %s\n", msg->subject);
+}
+
+class QuietMujocoLog {
+ public:
+  QuietMujocoLog() : previous_(mju_setLogHandler(&quiet_log_handler)) {}
+  ~QuietMujocoLog() { mju_setLogHandler(previous_); }
+  QuietMujocoLog(const QuietMujocoLog&) = delete;
+  QuietMujocoLog& operator=(const QuietMujocoLog&) = delete;
+
+ private:
+  mjfLogHandler previous_;
+};
+
+// Parse, then compile (what mj_loadXML does), with errors as exceptions.
 inline std::unique_ptr<mjModel, ModelDeleter> load_model_file(const std::string& path) {
+  static std::mutex load_mu;
+  std::lock_guard<std::mutex> lock(load_mu);
+  QuietMujocoLog quiet;
   char error[1024] = {0};
   std::unique_ptr<mjSpec, SpecDeleter> spec(
       mj_parseXML(path.c_str(), nullptr, error, sizeof(error)));

@@ -29,6 +29,7 @@ from tensordict.nn import TensorDictModule, TensorDictModuleBase
 from torch import nn
 from torchrl.collectors import BaseCollector
 from torchrl.data import Composite
+from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from torchfrag.envs.pool import EnvPool
 from torchfrag.envs.torchrl_env import (
@@ -209,6 +210,8 @@ class PoolCollector(BaseCollector):
             ``"elapsed_step"`` or env infos such as ``"state"``.
         replay_buffer: If given, batches are written into it and the iterator
             yields ``None`` (TorchRL's convention).
+        exploration_type: Interaction type the policy runs under (as TorchRL's
+            collectors: ``RANDOM`` samples from probabilistic actors).
         **options: Env options, as for :func:`torchfrag.envs.make`.
 
     Example:
@@ -246,6 +249,7 @@ class PoolCollector(BaseCollector):
         storing_device: torch.device | str | None = None,
         info_keys: Sequence[str] = (),
         replay_buffer: Any = None,
+        exploration_type: ExplorationType = ExplorationType.RANDOM,
         **options: Any,
     ) -> None:
         super().__init__()
@@ -273,6 +277,7 @@ class PoolCollector(BaseCollector):
         self.compiled_policy = False
         self.cudagraphed_policy = False
         self.replay_buffer = replay_buffer
+        self.exploration_type = exploration_type
         self.storing_device = torch.device(storing_device) if storing_device else None
 
         self._pool = EnvPool(env_id, num_envs=num_envs, batch_size=self.batch_size,
@@ -396,11 +401,11 @@ class PoolCollector(BaseCollector):
             x = torch.from_numpy(obs)
             if self.policy_device.type != "cpu":
                 x = x.to(self.policy_device, non_blocking=True)
-            with torch.no_grad():
+            with torch.no_grad(), set_exploration_type(self.exploration_type):
                 action = self._user_policy(x)
         else:
             td = self._policy_input(obs, info)
-            with torch.no_grad():
+            with torch.no_grad(), set_exploration_type(self.exploration_type):
                 out = policy(td)
             if out is None:
                 out = td

@@ -82,6 +82,8 @@ ext = Pybind11Extension(
     + native.pop("extra_compile_args", []),
     extra_link_args=san_link + native.pop("extra_link_args", []),
     cxx_std=17,
+    # Header edits must trigger a rebuild too.
+    depends=sorted(glob.glob("csrc/**/*.h", recursive=True)),
 )
 
 setup(ext_modules=[ext], cmdclass={"build_ext": AtomicBuildExt})

@@ -104,8 +104,11 @@ inline Options Options::resolve(const std::vector<OptionSpec>& declared,
       }
     }
     for (double x : v.num) {
-      if (!std::isfinite(x)) {
-        throw std::invalid_argument("option '" + kv.first + "' must be finite");
+      // Float options may be infinite (Gymnasium ranges such as (0.7, inf)); never NaN.
+      if (std::isnan(x) || (spec.type != OptionType::kFloat && !std::isfinite(x))) {
+        throw std::invalid_argument("option '" + kv.first + "' must be " +
+                                    (spec.type == OptionType::kFloat ? "a number, not NaN"
+                                                                     : "finite"));
       }
       if (spec.type == OptionType::kInt && x != std::floor(x)) {
         throw std::invalid_argument("option '" + kv.first + "' expects an integer, got " +

@@ -370,3 +370,26 @@ def test_100k_async_steps_random_batches_no_lost_or_duplicated_ids() -> None:
         pool.send(rng.integers(0, 2, len(chosen)), chosen)
     assert pool.in_flight == int((sent - received).sum())
     pool.close()
+
+
+def test_option_values_inf_nan_and_gymnasium_ranges() -> None:
+    pool = make("CartPole-v1", num_envs=1, reset_high=float("inf"), reset_low=0.0)
+    assert pool.options["reset_high"] == float("inf")
+    with pytest.raises(ValueError, match="not NaN"):
+        make("CartPole-v1", gravity=float("nan"))
+    with pytest.raises(ValueError, match="must be finite"):
+        make("CartPole-v1", max_episode_steps=float("inf"))
+    with pytest.raises(TypeError, match="option 'gravity' must be a number"):
+        make("CartPole-v1", gravity={"a": 1})
+
+
+def test_range_options_split_into_min_max() -> None:
+    from torchfrag.envs import list_envs
+    from torchfrag.envs.pool import normalize_options
+
+    assert normalize_options("CartPole-v1", {"gravity": 1.0}) == {"gravity": 1.0}
+    if "Hopper-v5" in list_envs():
+        opts = normalize_options("Hopper-v5", {"healthy_z_range": (0.5, float("inf"))})
+        assert opts == {"healthy_z_min": 0.5, "healthy_z_max": float("inf")}
+        with pytest.raises(ValueError, match="expects a \\(low, high\\) pair"):
+            normalize_options("Hopper-v5", {"healthy_z_range": 3.0})

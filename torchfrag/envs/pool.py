@@ -20,6 +20,32 @@ AUTORESET_MODES = ("next_step", "same_step")
 _MAX_SEED = 2**64
 
 
+def normalize_options(env_id: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Accepts Gymnasium's ``<name>_range=(low, high)`` for options declared as
+    ``<name>_min``/``<name>_max`` (e.g. MuJoCo's ``healthy_z_range``).
+
+    Example:
+        >>> normalize_options("Hopper-v5", {"healthy_z_range": (0.7, float("inf"))})
+        {'healthy_z_min': 0.7, 'healthy_z_max': inf}
+    """
+    ranges = [k for k in options if k.endswith("_range")]
+    if not ranges:
+        return options
+    declared = {o["name"] for o in C.env_spec(env_id, {})["options"]}
+    out = dict(options)
+    for key in ranges:
+        base = key[: -len("_range")]
+        if key in declared or not {f"{base}_min", f"{base}_max"} <= declared:
+            continue
+        value = out.pop(key)
+        try:
+            low, high = value
+        except (TypeError, ValueError):
+            raise ValueError(f"option '{key}' expects a (low, high) pair, got {value!r}") from None
+        out[f"{base}_min"], out[f"{base}_max"] = float(low), float(high)
+    return out
+
+
 def per_env_seeds(seed: int | Sequence[int] | None, num_envs: int) -> list[int]:
     """Turns a pool seed (or one seed per env) into the seeds the envs use.
 
@@ -110,6 +136,7 @@ class EnvPool:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads}")
         if autoreset not in AUTORESET_MODES:
             raise ValueError(f"autoreset must be one of {AUTORESET_MODES}, got {autoreset!r}")
+        options = normalize_options(env_id, options)
         self.env_id = env_id
         self.autoreset = autoreset
         self.options = dict(options)

@@ -134,7 +134,9 @@ def spec(env_id: str, **options: Any) -> EnvSpec:
         >>> spec("CartPole-v1").action_space
         Discrete(2)
     """
-    return EnvSpec.from_native(C.env_spec(env_id, options))
+    from torchfrag.envs.pool import normalize_options
+
+    return EnvSpec.from_native(C.env_spec(env_id, normalize_options(env_id, options)))
 
 
 def list_envs() -> list[str]:

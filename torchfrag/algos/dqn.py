@@ -76,7 +76,7 @@ class DQNConfig(AlgoConfig):
 
     num_envs: int = 8
     steps: int = 32
-    updates: int = 128
+    updates: int = 64
     batch_size: int = 64
     buffer_size: int = 100_000
     learning_starts: int = 1000

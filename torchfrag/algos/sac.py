@@ -69,8 +69,8 @@ class SACConfig(AlgoConfig):
 
     num_envs: int = 4
     steps: int = 16
-    updates: int = 64
-    batch_size: int = 256
+    updates: int = 16
+    batch_size: int = 128
     buffer_size: int = 1_000_000
     learning_starts: int = 1000
     gamma: float = 0.99
@@ -80,7 +80,7 @@ class SACConfig(AlgoConfig):
     alpha_init: float = 1.0
     loss_function: str = "l2"
     max_grad_norm: float | None = None
-    hidden: list[int] = field(default_factory=lambda: [256, 256])
+    hidden: list[int] = field(default_factory=lambda: [64, 64])
 
 
 def make_sac_networks(env: EnvBase, hidden: list[int]) -> tuple[ProbabilisticActor, ValueOperator]:

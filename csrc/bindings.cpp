@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -234,10 +235,18 @@ ConvertedActions convert_actions(const ActionSpec& spec, const py::object& actio
   out.values = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(arr);
   const double* v = out.values.data();
   const int64_t k = spec.numel();
+  // The action space is float32: a float64 value beyond its range would turn
+  // into inf inside the env.
+  const bool f32 = spec.dtype == DType::kFloat32;
   for (int64_t j = 0; j < out.values.size(); ++j) {
     if (!std::isfinite(v[j])) {
       throw py::value_error("action of row " + std::to_string(j / k) +
                             " is not finite (NaN or inf): " + std::to_string(v[j]));
+    }
+    if (f32 && std::fabs(v[j]) > static_cast<double>(std::numeric_limits<float>::max())) {
+      throw py::value_error("action of row " + std::to_string(j / k) +
+                            " is out of the float32 range of the action space: " +
+                            std::to_string(v[j]));
     }
   }
   return out;

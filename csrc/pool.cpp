@@ -21,6 +21,22 @@ constexpr double kInlineNs = 20000.0;
 constexpr double kChunkNs = 10000.0;
 // Assumed cost of an env step before anything has been measured.
 constexpr double kUnknownNs = 1.0e5;
+// How long a thread spins (yielding) for work or results before it sleeps on
+// a condition variable. The next job usually follows within microseconds
+// (recv -> policy -> send), and on a busy machine a futex wake-up costs far
+// more than that; yielding keeps the spin cheap for other runnable threads.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+// Spins until `ready()` or kSpin elapses; returns ready().
+template <typename Pred>
+bool spin_until(Pred ready) {
+  const auto deadline = Clock::now() + kSpin;
+  while (!ready()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
 
 std::string join_ids(const std::vector<int64_t>& ids, size_t limit = 16) {
   std::string s;
@@ -113,11 +129,8 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
   const size_t num_infos = spec_.infos.size();
 
   slots_.resize(static_cast<size_t>(config_.num_envs));
-  for (int64_t i = 0; i < config_.num_envs; ++i) {
-    EnvOptions view(options_, i);
-    slots_[i].env = family->make(config_.env_id, spec_, view);
-    slots_[i].rng.reseed(config_.seeds[i]);
-  }
+  for (int64_t i = 0; i < config_.num_envs; ++i) slots_[i].rng.reseed(config_.seeds[i]);
+  build_envs(*family);
   act_discrete_.assign(static_cast<size_t>(config_.num_envs), 0);
   act_values_.assign(static_cast<size_t>(config_.num_envs * action_numel_), 0.0);
 
@@ -142,6 +155,39 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
 
 Pool::~Pool() { close(); }
 
+void Pool::build_envs(const EnvFamily& family) {
+  const int64_t n = config_.num_envs;
+  std::atomic<int64_t> next{0};
+  std::mutex error_mu;
+  std::exception_ptr error;
+  auto build = [&] {
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      try {
+        EnvOptions view(options_, i);
+        slots_[i].env = family.make(config_.env_id, spec_, view);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+        next.store(n);  // stop everyone early
+        return;
+      }
+    }
+  };
+  {
+    // Joins on scope exit, also when starting a thread throws.
+    struct Joiner {
+      std::vector<std::thread> threads;
+      ~Joiner() {
+        for (auto& t : threads) t.join();
+      }
+    } helpers;
+    const int64_t extra = std::min(config_.num_threads, n) - 1;
+    for (int64_t t = 0; t < extra; ++t) helpers.threads.emplace_back(build);
+    build();
+  }
+  if (error) std::rethrow_exception(error);
+}
+
 void Pool::close() {
   if (closed_.exchange(true)) return;
   {
@@ -149,6 +195,7 @@ void Pool::close() {
     stop_ = true;
     stopping_ = true;
     queue_.clear();
+    queued_.store(0);
   }
   queue_cv_.notify_all();
   {
@@ -299,11 +346,13 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       queue_.push_back(job);
+      queued_.fetch_add(1);
     }
     const int64_t wake = std::min<int64_t>(job->nchunks - 1, workers_.size());
     for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
   }
   run_chunks(*job);
+  spin_until([&] { return job->chunks_done.load() == job->nchunks; });
   {
     std::unique_lock<std::mutex> lock(job->mu);
     job->cv.wait(lock, [&] { return job->finished; });
@@ -344,6 +393,7 @@ void Pool::send(const std::vector<int64_t>& ids_in, const ActionBatch& actions, 
     std::lock_guard<std::mutex> lock(queue_mu_);
     if (stop_) throw ClosedError("the pool is closed; make a new one");
     queue_.push_back(job);
+    queued_.fetch_add(1);
   }
   const int64_t wake = std::min<int64_t>(job->nchunks, workers_.size());
   for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
@@ -368,8 +418,9 @@ std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
   AsyncSet& set = *async_sets_[batch % static_cast<int64_t>(async_sets_.size())];
   std::vector<std::pair<int64_t, std::string>> errors;
   {
+    auto ready = [&] { return set.completed_batch.load() == batch || closed_.load(); };
+    spin_until(ready);
     std::unique_lock<std::mutex> lock(ready_mu_);
-    auto ready = [&] { return set.completed_batch == batch || closed_.load(); };
     if (timeout_s < 0) {
       ready_cv_.wait(lock, ready);
     } else if (!ready_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), ready)) {
@@ -426,6 +477,7 @@ void Pool::raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& 
 
 void Pool::worker_loop() {
   for (;;) {
+    spin_until([&] { return queued_.load(std::memory_order_relaxed) > 0 || stopping_.load(); });
     std::shared_ptr<Job> job;
     {
       std::unique_lock<std::mutex> lock(queue_mu_);
@@ -434,6 +486,7 @@ void Pool::worker_loop() {
       job = queue_.front();
       if (job->next_chunk.load() >= job->nchunks) {
         queue_.pop_front();
+        queued_.fetch_sub(1);
         continue;
       }
     }

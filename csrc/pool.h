@@ -176,7 +176,7 @@ class Pool {
   struct AsyncSet {
     std::shared_ptr<BatchBuffers> buf;
     std::atomic<int64_t> rows_done{0};
-    int64_t completed_batch = -1;  // guarded by ready_mu_
+    std::atomic<int64_t> completed_batch{-1};  // written under ready_mu_, read by spinners
     std::vector<std::pair<int64_t, std::string>> errors;  // guarded by ready_mu_
   };
 
@@ -193,6 +193,8 @@ class Pool {
   std::string process(int64_t env, BatchBuffers& buf, int64_t row, bool reset);
   void finish_async_row(int64_t batch, const std::string& error, int64_t env);
   void worker_loop();
+  // Build envs on up to num_threads threads (ROM/model loading dominates pool start-up).
+  void build_envs(const EnvFamily& family);
   static void raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& errors,
                                std::vector<int64_t> batch_ids);
 
@@ -230,6 +232,7 @@ class Pool {
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  std::atomic<int64_t> queued_{0};  // queue_.size(), readable without the lock
   bool stop_ = false;  // guarded by queue_mu_
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closed_{false};

@@ -24,7 +24,8 @@ from torchfrag.envs import EnvError, PoolClosedError, make
 
 DOCUMENTED = (ValueError, TypeError, RuntimeError, TimeoutError, PoolClosedError, EnvError)
 ENV_IDS = ["CartPole-v1", "Pendulum-v1", "Debug-v0", "MountainCarContinuous-v0", "Acrobot-v1"]
-ACTION_KINDS = ["ok", "ok", "ok", "shape", "dtype", "nan", "inf", "range", "huge", "list"]
+ACTION_KINDS = ["ok", "ok", "ok", "shape", "dtype", "nan", "inf", "range", "huge", "overflow",
+                "list"]
 CALLS = {"count": 0}
 
 
@@ -68,7 +69,7 @@ class PoolMachine(RuleBasedStateMachine):
                 return a, False
             if kind == "list":
                 return a.tolist(), True
-            return a, True  # nan/inf/huge do not apply to integers
+            return a, True  # nan/inf/huge/overflow do not apply to integers
         shape = (count, *space.shape)
         a = np.asarray(data.draw(st.lists(st.floats(-3, 3), min_size=int(np.prod(shape)),
                                           max_size=int(np.prod(shape))))).reshape(shape)
@@ -83,8 +84,11 @@ class PoolMachine(RuleBasedStateMachine):
             a.flat[0] = -np.inf
             return a, False
         if kind == "huge":
-            a.flat[0] = 1e300
+            a.flat[0] = -1e30
             return a, True  # clipped like Gymnasium
+        if kind == "overflow":
+            a.flat[0] = 1e300  # beyond float32
+            return a, False
         if kind == "list":
             return a.tolist(), True
         return a.astype(np.float32), True

@@ -231,6 +231,7 @@ def test_bad_discrete_actions(actions, exc, match) -> None:
         (np.array([[np.inf], [0.0]]), ValueError, "not finite"),
         (np.zeros(2, dtype=np.float32), ValueError, r"shape \(2, 1\)"),
         (np.zeros((2, 1), dtype=np.complex64), TypeError, "floating point"),
+        (np.array([[1e300], [0.0]]), ValueError, "out of the float32 range"),
     ],
 )
 def test_bad_continuous_actions(actions, exc, match) -> None:

@@ -447,18 +447,3 @@ def test_fresh_process_imports_and_steps() -> None:
                          timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert "(2, 4, 84, 84)" in out.stdout
-
-
-def test_tutorial_notebook_runs(tmp_path, monkeypatch) -> None:
-    import nbformat
-    from nbclient import NotebookClient
-
-    path = os.path.join(ROOT, "tutorials", "02_atari.ipynb")
-    monkeypatch.setenv("PYTHONPATH", ROOT)
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors

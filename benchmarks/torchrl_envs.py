@@ -11,7 +11,8 @@ Systems (CartPole-v1, 64 envs; Pong-v5, 8 envs, when the Atari envs are built):
   ``send``/``recv`` of half the envs at a time (async): our floor.
 * ``envpool numpy``: envpool 1.2's ``step`` on precomputed NumPy actions.
 * ``PoolEnv.rollout``: TorchRL's ``env.rollout(T, break_when_any_done=False)``
-  on :class:`~torchfrag.envs.PoolEnv`, random actions, a ``[64, T]`` TensorDict.
+  on :class:`~torchfrag.envs.PoolEnv`, random actions, a ``[64, T]`` TensorDict;
+  each call continues the previous one (``auto_reset=False``), as in training.
 * ``ParallelEnv.rollout`` / ``SerialEnv.rollout``: the same call on TorchRL's
   batched envs of ``GymEnv``. ``ParallelEnv`` runs 2 workers (one per core)
   of ``SerialEnv(32)``: 64 single-env workers do not start on a 2-core machine
@@ -148,10 +149,14 @@ def pool_env_rollout(env_id: str, n: int, steps: int, min_time: float,
     from torchfrag.envs import PoolEnv
 
     env = PoolEnv(env_id, n, seed=0, **kwargs)
-    env.reset()
+    state = {"td": env.reset()}
 
     def step() -> int:
-        return env.rollout(steps, break_when_any_done=False).numel()
+        # Continue from the previous rollout (no reset per call), as a training loop does.
+        td = env.rollout(steps, break_when_any_done=False, auto_reset=False,
+                         tensordict=state["td"])
+        state["td"] = env.step_mdp(td[..., -1])
+        return td.numel()
 
     return (lambda: rate(step, min_time)), env.close
 
@@ -188,10 +193,13 @@ def torchrl_batched(kind: str, factory: Callable[[], Any], n: int, steps: int,
         env = ParallelEnv(2, functools.partial(_serial, factory, n // 2))
     else:
         env = SerialEnv(n, factory)
-    env.reset()
+    state = {"td": env.reset()}
 
     def step() -> int:
-        return env.rollout(steps, break_when_any_done=False).numel()
+        td = env.rollout(steps, break_when_any_done=False, auto_reset=False,
+                         tensordict=state["td"])
+        state["td"] = env.step_mdp(td[..., -1])
+        return td.numel()
 
     return (lambda: rate(step, min_time, warmup=1)), env.close
 

@@ -54,9 +54,14 @@ def test_bad_configs_fail_before_any_process(graph, cfg, match):
 
 
 def test_too_many_actors_for_envs(graph):
-    # 4 envs cannot be split over 8 actors; checked on the driver before workers get work.
+    # 4 envs cannot be split over 8 actors; checked on the driver before any process starts.
+    before = len(children())
     with pytest.raises(PolicyError, match="only 4 envs"):
         run(graph, {"name": "actors", "actors": 8}, iterations=1, factory=PPOFactory("CartPole-v1", CFG))
+    with pytest.raises(PolicyError, match="only 4 envs"):
+        run(graph, {"name": "central_inference", "env_workers": 8}, iterations=1,
+            factory=PPOFactory("CartPole-v1", CFG))
+    assert len(children()) == before
 
 
 def test_unpicklable_factory_fails_early(graph):
@@ -72,9 +77,12 @@ def test_single_device_cuda_absent_or_runs(graph):
 
 
 def test_single_device_cpu_fallback_equals_local():
+    # Build each loop right before its run: the factory seeds torch's global RNG, which the
+    # learner's minibatch shuffling then draws from.
     f = PPOFactory("CartPole-v1", CFG, exploration="mode")
-    a, b = f(), f()
+    a = f()
     run(capture(a), "local", iterations=2)
+    b = f()
     res = run(capture(b), SingleDevicePolicy(device_name="cuda", fallback_cpu=True, compile=False),
               iterations=2)
     assert res.extra["device"] == "cpu"
@@ -85,8 +93,9 @@ def test_single_device_compile_path():
     # Compiled graphs reorder float operations: after 16 Adam steps the parameters
     # stay within 5e-3 of the eager run (stated tolerance), and are finite.
     f = PPOFactory("CartPole-v1", CFG, exploration="mode")
-    a, b = f(), f()
+    a = f()
     run(capture(a), "local", iterations=2)
+    b = f()
     res = run(capture(b), SingleDevicePolicy(device_name="cpu", compile=True,
                                              compile_backend="aot_eager"), iterations=2)
     assert res.iterations == 2 and torch.isfinite(params(b)).all()

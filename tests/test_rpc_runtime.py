@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -112,19 +113,23 @@ def test_torchrun_two_nodes_loopback(tmp_path):
               "policy=actors", "policy.actors=1", "algo.num_envs=2", "algo.steps=16",
               "algo.minibatch_size=32", "total_frames=96", "eval_episodes=0", "plot=false",
               "progress=false", "logger=none", "checkpoint_every=0"]
+    logs = [open(tmp_path / f"node{r}.log", "wb") for r in (0, 1)]
     procs = [subprocess.Popen(common[:5] + ["--node-rank", str(r)] + common[5:] +
                               [f"hydra.run.dir={tmp_path}/node{r}"], env=env, cwd=root,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                              stdout=logs[r], stderr=subprocess.STDOUT, start_new_session=True)
              for r in (0, 1)]
-    outs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=240)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise
-        outs.append(out.decode(errors="replace"))
+    try:
+        for p in procs:
+            p.wait(timeout=180)
+    finally:
+        for p in procs:
+            if p.poll() is None:  # torchrun and its worker share the new session
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        for f in logs:
+            f.close()
+    outs = [(tmp_path / f"node{r}.log").read_text(errors="replace") for r in (0, 1)]
     assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
     summary = json.loads((tmp_path / "node0" / "summary.json").read_text())
     assert summary["frames"] == 96
+    assert wait_no_children() == []

@@ -215,10 +215,24 @@ class Cluster:
             self.torchrun = True
             self.addr = env["master_addr"]
             self.port = int(os.environ.get("TORCHFRAG_RPC_PORT", env["master_port"] + 1))
+            # torchrun sets TORCHELASTIC_USE_AGENT_STORE=True, which turns every tcp://
+            # rendezvous into a *client* of a store nobody hosts at our RPC port (the agent's
+            # store is at MASTER_PORT): rank 0 hosts the RPC (and gloo) stores itself.
+            os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
             if env["rank"] != 0:
                 _set_pdeathsig()
-                serve_worker(env["rank"], world, self.addr, self.port, self.timeout)
-                raise SystemExit(0)
+                code = 0
+                try:
+                    serve_worker(env["rank"], world, self.addr, self.port, self.timeout)
+                except BaseException:  # noqa: BLE001 - reported, then a hard exit
+                    logger.exception("worker%d failed", env["rank"])
+                    code = 1
+                # A hard exit, as for spawned workers: RPC's teardown can block on a driver
+                # that is already gone, and this rank has nothing else to do.
+                logging.shutdown()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
         else:
             if self.port == 0:
                 self.port = free_port(self.addr)

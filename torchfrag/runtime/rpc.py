@@ -609,6 +609,7 @@ def run_policy(
         raise PolicyError(f"policy {policy.name} builds fragments on worker processes and needs a "
                           "picklable loop factory: run(..., factory=PPOFactory(...)) or set loop.factory")
     _check_picklable(factory, policy)
+    _check_env_split(graph, policy, placement, factory)
     cluster = Cluster(policy.num_workers, timeout=policy.timeout, addr=policy.master_addr,
                       port=policy.master_port)
     stats = CommStats()
@@ -671,14 +672,43 @@ def _check_picklable(factory: Any, policy: Any) -> None:
 
 
 def _total_envs(ex: _RpcExecutor, node: str) -> int:
-    frag = ex.graph.fragment(node)
+    return _envs_of(ex.graph, ex.factory, node)
+
+
+def _envs_of(graph: FragmentGraph, factory: Any, node: str) -> int:
+    frag = graph.fragment(node)
     env = getattr(frag, "env", None)
     if env is not None:
         return int(env.batch_size.numel())
-    n = getattr(ex.factory, "num_envs", None)
+    n = getattr(factory, "num_envs", None)
     if n is None:
         raise WorkerError(f"cannot tell how many envs {node} steps")
     return int(n)
+
+
+def _check_env_split(graph: FragmentGraph, policy: Any, placement: Any, factory: Any) -> None:
+    """Fails (before any process starts) when the envs cannot be split over the workers."""
+    from torchfrag.policies.base import PolicyError, env_nodes
+
+    name = policy.name
+    if name in ("actors", "async_actors"):
+        nodes = placement.nodes_of("actor")
+        if len(nodes) != 1:
+            raise PolicyError(f"policy {name} places {nodes} on the actors; exactly one rollout "
+                              "fragment is needed")
+        if policy.envs_per_actor is None:
+            total = _envs_of(graph, factory, nodes[0])
+            if total < policy.num_workers:
+                raise PolicyError(f"policy {name}: {policy.num_workers} actors but the loop has only "
+                                  f"{total} envs (set policy.envs_per_actor or use fewer actors)")
+    elif name == "central_inference":
+        nodes = env_nodes(graph)
+        if not nodes:
+            raise PolicyError(f"policy {name} needs a rollout fragment with an env in the loop")
+        total = int(graph.fragment(nodes[0]).env.batch_size.numel())
+        if total < policy.num_workers:
+            raise PolicyError(f"policy {name}: {policy.num_workers} env workers but the loop has only "
+                              f"{total} envs")
 
 
 def _prepare(ex: _RpcExecutor, placement: Any, replace: dict[str, nn.Module]) -> Any:

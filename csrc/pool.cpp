@@ -126,6 +126,13 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
   for (const auto& info : spec_.infos) {
     fields_.push_back({info.name, info.dtype, info.shape, info.nbytes()});
   }
+  first_final_info_ = fields_.size();
+  if (config_.autoreset == AutoReset::kSameStep) {
+    // The infos of the step that ended an episode, before the reset overwrote them.
+    for (const auto& info : spec_.infos) {
+      fields_.push_back({"final_" + info.name, info.dtype, info.shape, info.nbytes()});
+    }
+  }
   const size_t num_infos = spec_.infos.size();
 
   slots_.resize(static_cast<size_t>(config_.num_envs));
@@ -137,6 +144,7 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
   for (auto& b : sync_bufs_) {
     b = std::make_shared<BatchBuffers>(fields_, config_.num_envs, first_info_, num_infos);
   }
+  scratch_ = std::make_shared<BatchBuffers>(fields_, config_.num_envs, first_info_, num_infos);
   // Enough async sets that a batch handed to Python is not overwritten before
   // the next recv: at most num_envs rows can be claimed past the oldest
   // unreceived batch.
@@ -289,7 +297,7 @@ std::shared_ptr<Pool::Job> Pool::make_job(std::vector<int64_t> ids, bool reset, 
   job->ids = std::move(ids);
   job->reset = reset;
   job->async = async;
-  double est = ns_per_env_.load(std::memory_order_relaxed);
+  double est = (reset ? ns_per_reset_ : ns_per_step_).load(std::memory_order_relaxed);
   if (est <= 0.0) est = kUnknownNs;
   if (workers_.empty() || est * static_cast<double>(n) < kInlineNs) {
     job->chunk = std::max<int64_t>(n, 1);
@@ -520,8 +528,9 @@ void Pool::run_chunks(Job& job) {
       const double ns =
           std::chrono::duration<double, std::nano>(Clock::now() - t0).count() /
           static_cast<double>(end - begin);
-      const double old = ns_per_env_.load(std::memory_order_relaxed);
-      ns_per_env_.store(old <= 0.0 ? ns : 0.8 * old + 0.2 * ns, std::memory_order_relaxed);
+      auto& estimate = job.reset ? ns_per_reset_ : ns_per_step_;
+      const double old = estimate.load(std::memory_order_relaxed);
+      estimate.store(old <= 0.0 ? ns : 0.8 * old + 0.2 * ns, std::memory_order_relaxed);
     }
     if (job.chunks_done.fetch_add(1) + 1 == job.nchunks && !job.async) {
       {
@@ -534,12 +543,16 @@ void Pool::run_chunks(Job& job) {
 }
 
 void Pool::run_env(Job& job, int64_t env) {
+  std::string err = process(env, *scratch_, env, job.reset);
+  // Claim the next batch row only now that the env has finished.
   const int64_t slot = next_slot_.fetch_add(1);
   const int64_t bs = config_.batch_size;
   const int64_t batch = slot / bs;
   const int64_t row = slot % bs;
   AsyncSet& set = *async_sets_[batch % static_cast<int64_t>(async_sets_.size())];
-  std::string err = process(env, *set.buf, row, job.reset);
+  for (size_t k = 0; k < fields_.size(); ++k) {
+    std::memcpy(set.buf->at<uint8_t>(k, row), scratch_->at<uint8_t>(k, env), fields_[k].row_bytes);
+  }
   if (!err.empty()) {
     std::lock_guard<std::mutex> lock(ready_mu_);
     set.errors.emplace_back(env, std::move(err));
@@ -550,6 +563,15 @@ void Pool::run_env(Job& job, int64_t env) {
       set.completed_batch = batch;
     }
     ready_cv_.notify_all();
+  }
+}
+
+void Pool::snapshot_final(BatchBuffers& buf, int64_t row) const {
+  std::memcpy(buf.at<uint8_t>(BatchBuffers::kFinalObs, row), buf.at<uint8_t>(BatchBuffers::kObs, row),
+              fields_[BatchBuffers::kObs].row_bytes);
+  for (size_t k = first_info_; k < first_final_info_; ++k) {
+    const size_t f = first_final_info_ + (k - first_info_);
+    std::memcpy(buf.at<uint8_t>(f, row), buf.at<uint8_t>(k, row), fields_[k].row_bytes);
   }
 }
 
@@ -569,10 +591,7 @@ std::string Pool::process(int64_t env, BatchBuffers& buf, int64_t row, bool rese
       s.started = true;
       s.needs_reset = false;
       s.broken = false;
-      if (same_step) {
-        std::memcpy(buf.at<uint8_t>(BatchBuffers::kFinalObs, row), out.obs_bytes(),
-                    fields_[BatchBuffers::kObs].row_bytes);
-      }
+      if (same_step) snapshot_final(buf, row);
     } else {
       Action action;
       action.discrete = act_discrete_[env];
@@ -583,8 +602,7 @@ std::string Pool::process(int64_t env, BatchBuffers& buf, int64_t row, bool rese
       terminated = r.terminated;
       truncated = r.truncated || (max_episode_steps_ > 0 && elapsed >= max_episode_steps_);
       if (same_step) {
-        std::memcpy(buf.at<uint8_t>(BatchBuffers::kFinalObs, row), out.obs_bytes(),
-                    fields_[BatchBuffers::kObs].row_bytes);
+        snapshot_final(buf, row);
         if (terminated || truncated) {
           s.env->reset(s.rng, out);
           s.elapsed = 0;

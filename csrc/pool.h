@@ -191,6 +191,8 @@ class Pool {
   void run_env(Job& job, int64_t env);
   // Steps or resets one env into `row` of `buf`; returns an error message or "".
   std::string process(int64_t env, BatchBuffers& buf, int64_t row, bool reset);
+  // same_step mode: final_obs and final_<info> of `row` := obs and infos of `row`.
+  void snapshot_final(BatchBuffers& buf, int64_t row) const;
   void finish_async_row(int64_t batch, const std::string& error, int64_t env);
   void worker_loop();
   // Build envs on up to num_threads threads (ROM/model loading dominates pool start-up).
@@ -203,6 +205,7 @@ class Pool {
   Options options_;
   std::vector<FieldSpec> fields_;
   size_t first_info_ = 0;
+  size_t first_final_info_ = 0;  // same_step mode: final_<info> fields start here
   int64_t max_episode_steps_ = 0;
   int64_t action_numel_ = 1;
 
@@ -214,7 +217,10 @@ class Pool {
   std::shared_ptr<BatchBuffers> sync_bufs_[2];
   int sync_turn_ = 0;
 
-  // Async batches.
+  // Async batches. An async env steps into its own row of `scratch_` and
+  // claims a batch row only when it has finished, so recv() hands out envs in
+  // the order they finished, not the order they started.
+  std::shared_ptr<BatchBuffers> scratch_;
   std::vector<std::unique_ptr<AsyncSet>> async_sets_;
   std::atomic<int64_t> next_slot_{0};
   int64_t recv_batch_ = 0;   // guarded by recv_mu_
@@ -237,8 +243,11 @@ class Pool {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closed_{false};
 
-  // Running estimate of the cost of one env step, to size chunks.
-  std::atomic<double> ns_per_env_{0.0};
+  // Running estimates of the cost of one env step / reset, to size chunks and
+  // to decide what runs inline. Kept apart: a cheap reset says nothing about
+  // the step (an async send must not run a slow env inline).
+  std::atomic<double> ns_per_step_{0.0};
+  std::atomic<double> ns_per_reset_{0.0};
 };
 
 }  // namespace torchfrag

@@ -394,3 +394,28 @@ def test_range_options_split_into_min_max() -> None:
         assert opts == {"healthy_z_min": 0.5, "healthy_z_max": float("inf")}
         with pytest.raises(ValueError, match="expects a \\(low, high\\) pair"):
             normalize_options("Hopper-v5", {"healthy_z_range": 3.0})
+
+
+def test_recv_returns_envs_in_finish_order() -> None:
+    # Env 0 is slow; the first batch must be made of envs that finished first.
+    pool = make("Debug-v0", num_envs=4, batch_size=2, num_threads=2, episode_length=0,
+                step_sleep_us=[300_000, 0, 0, 0])
+    pool.async_reset()
+    pool.recv(timeout=10)
+    pool.recv(timeout=10)
+    pool.send(np.zeros(4, dtype=np.int64))
+    *_, info = pool.recv(timeout=10)
+    assert 0 not in info["env_id"].tolist()
+    *_, info = pool.recv(timeout=10)
+    assert 0 in info["env_id"].tolist()
+
+
+def test_same_step_keeps_final_infos() -> None:
+    pool = make("Debug-v0", num_envs=2, episode_length=2, autoreset="same_step")
+    obs, info = pool.reset()
+    np.testing.assert_array_equal(info["final_episode"], info["episode"])
+    pool.step(np.zeros(2, dtype=np.int64))
+    obs, _, terminated, _, info = pool.step(np.zeros(2, dtype=np.int64))
+    assert terminated.all()
+    assert info["final_episode"].tolist() == [1, 1]  # the episode that just ended
+    assert info["episode"].tolist() == [2, 2]  # the new one, after the same-step reset

@@ -88,7 +88,11 @@ class EnvPool:
     observation with reward 0. With ``"same_step"`` the env is reset in the
     same call: ``obs`` is the new episode's first observation and
     ``info["final_obs"]`` holds the step's own observation (for every row; it
-    differs from ``obs`` exactly where the episode ended).
+    differs from ``obs`` exactly where the episode ended); likewise
+    ``info["final_<name>"]`` holds each env info of the step itself.
+
+    Async results come back in the order envs *finish*: a slow env does not
+    hold up the envs that finished before it.
 
     Args:
         env_id: A registered id, see :func:`torchfrag.envs.list_envs`.
@@ -226,7 +230,8 @@ class EnvPool:
         """Reseeds envs; the new seeds take effect at their next reset."""
         ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
         if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            seeds = [per_env_seeds(int(seed), self.num_envs)[int(i)] for i in ids]
+            pool_seeds = per_env_seeds(int(seed), self.num_envs)
+            seeds = [pool_seeds[int(i)] for i in ids]
         else:
             seeds = per_env_seeds(seed, len(ids))
         self._pool.seed(ids, seeds)

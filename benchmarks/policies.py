@@ -1,0 +1,233 @@
+"""PPO frames/s under each distribution policy, scaling with workers, and TorchRL's MultiSyncCollector.
+
+Three measurements, every one in this process and this run (the machine is
+shared: compare ratios within one run, not across runs):
+
+* **Scaling** on a slow synthetic env (``Debug-v0`` with ``step_sleep_us=1000``:
+  every env step sleeps 1 ms in C++ with the GIL released, standing in for an
+  expensive simulator) and on ``CartPole-v1``: PPO frames/s under ``local``,
+  ``actors``, ``async_actors``, ``central_inference`` and ``data_parallel`` with
+  1, 2, 4 and 8 workers. Weak scaling: every worker owns ``envs_per_worker``
+  envs stepped by one pool thread (``num_threads=1``), so ``N`` workers step
+  ``N`` times the envs; scaling efficiency is ``fps(N) / (N * fps(1))``. Bytes
+  and RPC calls per iteration come from the RPC runtime's counters
+  (``RunResult.extra["comm"]``).
+* **actors vs MultiSyncCollector** on ``CartPole-v1``: ``actors`` with 2 workers
+  against TorchRL's ``MultiSyncCollector`` with 2 workers, each worker one
+  ``GymEnv("CartPole-v1")`` on one side and one pool env on the other, the same
+  policy network, the same frames per batch, and the same GAE + PPO learner
+  (the fragments of one ``PPOLoop``) consuming every batch; weights go back to
+  the collector's workers after every learn step (``update_policy_weights_``).
+* Frames/s are measured between iteration ``warmup`` and the last one, so the
+  worker start-up (spawn, import torch: seconds) is excluded.
+
+Run ``python -m benchmarks.policies`` (``--quick`` for a short run). Results go
+to ``benchmarks/results/policies.{json,png}``. The script's entry point is
+guarded by ``if __name__ == "__main__":``, which the spawned workers need.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from benchmarks._common import (  # noqa: E402
+    alternate,
+    bar_plot,
+    fmt_ratio,
+    fmt_rate,
+    median,
+    print_table,
+    write_json,
+)
+
+logger = logging.getLogger(__name__)
+
+SLOW = ("Debug-v0", {"step_sleep_us": 1000})
+CARTPOLE = ("CartPole-v1", {})
+
+
+def _policy(name: str, workers: int, envs_per_worker: int) -> tuple[dict[str, Any], int]:
+    """(policy config, total envs of the driver's loop) for ``workers`` workers."""
+    if name == "local":
+        return {"name": "local"}, envs_per_worker
+    if name in ("actors", "async_actors"):
+        pol: dict[str, Any] = {"name": name, "actors": workers, "envs_per_actor": envs_per_worker}
+        if name == "async_actors":
+            pol.update(staleness=1, prefetch=1)
+        return pol, envs_per_worker * workers
+    if name == "central_inference":
+        return {"name": name, "env_workers": workers}, envs_per_worker * workers
+    if name == "data_parallel":
+        return {"name": name, "workers": workers}, envs_per_worker
+    raise ValueError(name)
+
+
+def ppo_fps(env: tuple[str, dict[str, Any]], policy: str, workers: int, envs_per_worker: int,
+            steps: int, warmup: int, iterations: int) -> dict[str, float]:
+    """PPO frames/s of one run (after ``warmup`` iterations) and its per-iteration traffic."""
+    import torch
+
+    from torchfrag.graph import capture
+    from torchfrag.policies import PPOFactory
+    from torchfrag.runtime import run
+
+    pol, num_envs = _policy(policy, workers, envs_per_worker)
+    per_rank = num_envs * (workers if policy == "data_parallel" else 1)
+    cfg = {"num_envs": num_envs, "steps": steps, "epochs": 1, "minibatch_size": per_rank * steps}
+    if policy == "data_parallel":
+        cfg["minibatch_size"] = num_envs * steps
+    env_id, options = env
+    factory = PPOFactory(env_id, cfg, seed=0, env_options={**options, "num_threads": 1})
+    torch.set_num_threads(1)
+    loop = factory()
+    marks: list[tuple[float, int]] = []
+
+    def hook(i: int, out: Any, g: Any) -> bool:
+        marks.append((time.perf_counter(), loop.rollout.frames))
+        return False
+
+    try:
+        res = run(capture(loop), pol if policy != "local" else "local", iterations=warmup + iterations,
+                  hooks=[hook], factory=None if policy == "local" else factory)
+    finally:
+        loop.close()
+    (t0, f0), (t1, f1) = marks[warmup - 1], marks[-1]
+    comm = res.extra.get("comm", {})
+    return {"fps": (f1 - f0) / (t1 - t0), "bytes": float(comm.get("bytes", 0.0)),
+            "calls": float(comm.get("calls", 0.0)),
+            "allreduce_bytes": float(comm.get("allreduce_bytes", 0.0)),
+            "allreduce_calls": float(comm.get("allreduce_calls", 0.0))}
+
+
+def _make_gym_cartpole() -> Any:
+    from torchrl.envs import GymEnv
+
+    return GymEnv("CartPole-v1", categorical_action_encoding=True)
+
+
+def multisync_fps(workers: int, steps: int, warmup: int, iterations: int) -> dict[str, float]:
+    """TorchRL ``MultiSyncCollector`` (``workers`` x one GymEnv) feeding the same PPO learner."""
+    import torch
+    from torchrl.collectors import MultiSyncCollector
+
+    from torchfrag.policies import PPOFactory
+
+    cfg = {"num_envs": workers, "steps": steps, "epochs": 1, "minibatch_size": workers * steps}
+    loop = PPOFactory("CartPole-v1", cfg, seed=0)()  # the same networks and learner as `actors`
+    collector = MultiSyncCollector([_make_gym_cartpole] * workers, loop.actor,
+                                   frames_per_batch=workers * steps, total_frames=-1, cat_results="stack")
+    frames = 0
+    marks: list[tuple[float, int]] = []
+    try:
+        for i, batch in enumerate(collector):
+            batch = batch.reshape(workers, steps) if batch.ndim == 1 else batch  # [workers, T]
+            if loop.scale is not None:
+                batch = loop.scale(batch)
+            loop.learn(loop.advantage(batch))
+            collector.update_policy_weights_()
+            frames += batch.numel()
+            marks.append((time.perf_counter(), frames))
+            if i + 1 >= warmup + iterations:
+                break
+    finally:
+        collector.shutdown()
+        loop.close()
+    torch.set_num_threads(1)
+    (t0, f0), (t1, f1) = marks[warmup - 1], marks[-1]
+    return {"fps": (f1 - f0) / (t1 - t0)}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Runs the benchmark; returns the JSON payload."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer policies, workers and iterations")
+    p.add_argument("--repeats", type=int, default=None, help="alternating repeats of the headline pairs")
+    p.add_argument("--workers", type=int, nargs="*", default=None)
+    p.add_argument("--policies", nargs="*", default=None)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    quick = args.quick
+    workers = args.workers or [1, 2, 4, 8]
+    policies = args.policies or (["actors", "central_inference"] if quick else
+                                 ["actors", "async_actors", "central_inference", "data_parallel"])
+    repeats = args.repeats or (1 if quick else 2)
+    warmup, iters = (2, 4) if quick else (2, 8)
+    slow_epw, slow_steps = 8, 32          # 256 ms of env sleep per worker and iteration
+    cp_epw, cp_steps = 8, 64
+
+    results: dict[str, Any] = {"scaling": {}, "settings": {
+        "slow_env": {"id": SLOW[0], "options": SLOW[1], "envs_per_worker": slow_epw, "steps": slow_steps},
+        "cartpole": {"envs_per_worker": cp_epw, "steps": cp_steps}, "warmup": warmup,
+        "iterations": iters, "repeats": repeats, "ppo": "epochs=1, one minibatch per iteration",
+        "pool_threads_per_worker": 1}}
+    rows = []
+    for env_name, env, epw, steps in (("slow", SLOW, slow_epw, slow_steps),
+                                      ("cartpole", CARTPOLE, cp_epw, cp_steps)):
+        table: dict[str, dict[int, dict[str, float]]] = {}
+        base = ppo_fps(env, "local", 1, epw, steps, warmup, iters)
+        table["local"] = {1: base}
+        rows.append([env_name, "local", 1, fmt_rate(base["fps"]), "-", "-", "-"])
+        for pol in policies:
+            table[pol] = {}
+            for n in workers:
+                if env_name == "cartpole" and quick and n > 2:
+                    continue
+                if pol == "data_parallel" and n == 1:
+                    continue  # one rank: the driver alone
+                r = ppo_fps(env, pol, n, epw, steps, warmup, iters)
+                table[pol][n] = r
+                one = table[pol].get(1) or (table[pol].get(2) if pol == "data_parallel" else None)
+                n1 = 1 if 1 in table[pol] else 2
+                eff = r["fps"] / (n / n1 * one["fps"]) if one else float("nan")
+                r["efficiency"] = eff
+                rows.append([env_name, pol, n, fmt_rate(r["fps"]), f"{eff:.0%}",
+                             fmt_rate(r["bytes"] + r["allreduce_bytes"]) + "B",
+                             f"{r['calls'] + r['allreduce_calls']:.1f}"])
+                logger.warning("%s %s x%d: %.0f frames/s", env_name, pol, n, r["fps"])
+        results["scaling"][env_name] = table
+    print_table(["env", "policy", "workers", "frames/s", "efficiency", "bytes/iter", "calls/iter"], rows,
+                title="PPO frames/s (efficiency = fps(N) / (N * fps(1)), weak scaling)")
+
+    # Headline pairs, alternating order, medians.
+    top = max(workers)
+    head = alternate({
+        "slow actors x1": lambda: ppo_fps(SLOW, "actors", 1, slow_epw, slow_steps, warmup, iters)["fps"],
+        f"slow actors x{top}": lambda: ppo_fps(SLOW, "actors", top, slow_epw, slow_steps, warmup,
+                                               iters)["fps"],
+        "cartpole actors x2": lambda: ppo_fps(CARTPOLE, "actors", 2, 1, 128, warmup, iters)["fps"],
+        "cartpole MultiSyncCollector x2": lambda: multisync_fps(2, 128, warmup, iters)["fps"],
+    }, repeats)
+    med = {k: median(v) for k, v in head.items()}
+    speedup = med[f"slow actors x{top}"] / med["slow actors x1"]
+    vs = med["cartpole actors x2"] / med["cartpole MultiSyncCollector x2"]
+    print_table(["measurement", "frames/s (median)", "all"],
+                [[k, fmt_rate(v), " ".join(fmt_rate(x) for x in head[k])] for k, v in med.items()],
+                title="headline pairs (alternating order)")
+    print(f"slow env: actors x{top} / x1 = {speedup:.2f}x (efficiency {speedup / top:.0%}; goal >= 7x "
+          f"for 8 workers)")
+    print(f"CartPole: actors x2 / MultiSyncCollector x2 = {fmt_ratio(vs)} (goal >= 1x; 1 env per worker, "
+          f"128 steps, same network and PPO learner)")
+    results["headline"] = {"runs": head, "median": med, "slow_speedup": speedup,
+                           "slow_efficiency": speedup / top, "workers": top,
+                           "actors_vs_multisync": vs}
+    results["quick"] = quick
+    path = write_json("policies", results)
+    groups, series = [], {}
+    for env_name, table in results["scaling"].items():
+        for pol, per in table.items():
+            for n, r in per.items():
+                groups.append(f"{env_name} {pol} x{n}")
+                series.setdefault("frames/s", []).append(r["fps"])
+    bar_plot("policies", groups, series, "PPO frames/s",
+             f"PPO under distribution policies (slow env: 1 ms/step; {'quick' if quick else 'full'} run)")
+    print(f"wrote {path}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

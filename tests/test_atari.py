@@ -26,6 +26,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALIGN = {"noop_max": 0, "use_fire_reset": False}
 
 pytestmark = pytest.mark.skipif("Pong-v5" not in list_envs(), reason="Atari envs not built")
+MUJOCO_IDS = {"Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Humanoid-v5", "HumanoidStandup-v5",
+              "InvertedDoublePendulum-v5", "InvertedPendulum-v5", "Pusher-v5", "Reacher-v5",
+              "Swimmer-v5", "Walker2d-v5"}
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -106,6 +109,34 @@ def test_alignment_with_gymnasium_until_game_over(game: str, max_steps: int) -> 
     # Rounding (exact integer area average vs OpenCV's float sums) may move a
     # pixel by one level; it must stay rare.
     assert differing_pixels <= 0.001 * (t + 1) * obs[0].size
+
+
+@pytest.mark.parametrize("game", ["Pacman", "Pooyan", "Carnival"])
+def test_games_with_taller_screens_align(game: str) -> None:
+    """Some ROMs draw 250, 220 or 214 rows instead of 210; resizing follows the real size."""
+    ref = reference(game)
+    pool = make(f"{game}-v5", num_envs=1, seed=0, **ALIGN)
+    r_obs, _ = ref.reset(seed=0)
+    obs, _ = pool.reset()
+    assert_close_frames(obs[0], r_obs, "reset")
+    for t, a in enumerate(random_actions(pool.action_space.n, 150)[:, 0]):
+        r_obs, r_rew, r_term, r_trunc, _ = ref.step(int(a))
+        obs, rew, term, trunc, _ = pool.step(np.array([a]))
+        assert_close_frames(obs[0], r_obs, f"{game} step {t}")
+        assert rew[0] == r_rew and bool(term[0]) == r_term and bool(trunc[0]) == r_trunc
+        if r_term or r_trunc:
+            break
+
+
+def test_every_game_steps() -> None:
+    for env_id in list_envs():
+        if not env_id.endswith("-v5") or env_id in MUJOCO_IDS:
+            continue
+        pool = make(env_id, num_envs=1, noop_max=0)
+        pool.reset()
+        obs, *_ = pool.step(np.zeros(1, dtype=np.int64))
+        assert obs.shape == (1, 4, 84, 84), env_id
+        pool.close()
 
 
 def test_rgb_observations_match_reference() -> None:
@@ -295,24 +326,25 @@ def test_mode_and_difficulty() -> None:
 
 # -- modes of the pool ----------------------------------------------------------------------
 def _per_env_async(pool, actions: np.ndarray) -> dict[int, list[np.ndarray]]:
-    """Async rollout: each env gets actions[k, env] on its k-th step."""
+    """Async rollout: each env gets actions[k, env] on its k-th step.
+
+    Envs come back in the order they finish, so every env keeps being sent
+    (extra steps past the end are not recorded) until all have their steps.
+    """
     n = pool.num_envs
-    seen: dict[int, list[np.ndarray]] = {i: [] for i in range(n)}
-    count = np.zeros(n, dtype=int)
-    pool.async_reset()
     steps = len(actions)
-    while True:
+    seen: dict[int, list[np.ndarray]] = {i: [] for i in range(n)}
+    pool.async_reset()
+    while min(len(v) for v in seen.values()) <= steps:
         obs, rew, term, trunc, info = pool.recv()
-        ids = info["env_id"]
+        ids = [int(i) for i in info["env_id"]]
         for row, i in enumerate(ids):
-            seen[int(i)].append(obs[row].copy())
-        live = [int(i) for i in ids if count[i] < steps]
-        if not live:
-            if all(count[i] >= steps for i in range(n)) and pool.in_flight == 0:
-                return seen
-            continue
-        pool.send(np.array([actions[count[i], i] for i in live]), np.array(live))
-        count[live] += 1
+            if len(seen[i]) <= steps:
+                seen[i].append(obs[row].copy())
+        acts = [actions[min(len(seen[i]) - 1, steps - 1), i] for i in ids]
+        pool.send(np.array(acts), np.array(ids))
+    pool.close()
+    return seen
 
 
 def test_deterministic_across_threads_and_sync_async() -> None:

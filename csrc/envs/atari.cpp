@@ -190,7 +190,7 @@ class FrameRenderer {
   void render_row(const uint8_t* const* frames, int nf, int dy, const uint8_t* table,
                   uint8_t* out) {
     // Vertical pass: weighted column sums of the pooled source rows
-    // (<= den_y * 255 < 2^16 since den_y <= 210).
+    // (<= den_y * 255 < 2^16 since den_y <= 257 for every ALE screen).
     std::fill(acc_.begin(), acc_.end(), 0);
     for (const Tap& t : rows_[dy]) {
       pooled_row(frames, nf, t.index, table);
@@ -296,7 +296,7 @@ Config read_config(const Options* o) {
   // INTER_AREA only averages when shrinking (OpenCV switches to bilinear
   // when enlarging); the 210x160 screen is never enlarged here.
   check(c.height >= 1 && c.height <= kRawHeight && c.width >= 1 && c.width <= kRawWidth,
-        "img_height must be in [1, 210] and img_width in [1, 160] (the screen is 210x160), got " +
+        "img_height must be in [1, 210] and img_width in [1, 160] (screens are 210x160 or taller), got " +
             std::to_string(c.height) + "x" + std::to_string(c.width));
   check(c.noop_max >= 0, "noop_max must be >= 0, got " + std::to_string(c.noop_max));
   check(c.repeat_action_probability >= 0.0 && c.repeat_action_probability <= 1.0,
@@ -320,8 +320,7 @@ class AtariEnv : public Env {
   AtariEnv(const std::string& id, const std::string& rom, const Config& c)
       : c_(c),
         channels_(c.gray ? 1 : 3),
-        frame_bytes_(static_cast<size_t>(c.height) * c.width * channels_),
-        render_(kRawHeight, kRawWidth, c.height, c.width, channels_) {
+        frame_bytes_(static_cast<size_t>(c.height) * c.width * channels_) {
     quiet_ale();
     ale_ = std::make_unique<ale::ALEInterface>();
     // Sticky actions are applied here with the env's own Rng (see the top of
@@ -329,6 +328,17 @@ class AtariEnv : public Env {
     ale_->setFloat("repeat_action_probability", 0.0f);
     ale_->setInt("random_seed", 0);
     ale_->loadROM(rom);
+    // Most games draw 210 rows; some (Adventure, Pacman, Pooyan, ...) more.
+    screen_h_ = static_cast<int>(ale_->getScreen().height());
+    screen_w_ = static_cast<int>(ale_->getScreen().width());
+    screen_bytes_ = static_cast<size_t>(screen_h_) * screen_w_;
+    if (c.height > screen_h_ || c.width > screen_w_) {
+      throw std::invalid_argument(id + ": img_height x img_width must not exceed the " +
+                                  std::to_string(screen_h_) + "x" + std::to_string(screen_w_) +
+                                  " screen, got " + std::to_string(c.height) + "x" +
+                                  std::to_string(c.width));
+    }
+    render_ = std::make_unique<FrameRenderer>(screen_h_, screen_w_, c.height, c.width, channels_);
     if (c.mode >= 0) {
       std::vector<int64_t> modes;
       for (auto m : ale_->getAvailableModes()) modes.push_back(m);
@@ -354,8 +364,8 @@ class AtariEnv : public Env {
                                                 ale::PLAYER_A_FIRE) != action_set_.end();
     build_luts();
     for (int k = 0; k < 2; ++k) {
-      a_[k].assign(kScreenBytes, 0);
-      b_[k].assign(kScreenBytes, 0);
+      a_[k].assign(screen_bytes_, 0);
+      b_[k].assign(screen_bytes_, 0);
     }
     stack_.assign(frame_bytes_ * static_cast<size_t>(c.stack_num), 0);
   }
@@ -439,7 +449,6 @@ class AtariEnv : public Env {
   }
 
  private:
-  static constexpr size_t kScreenBytes = static_cast<size_t>(kRawHeight) * kRawWidth;
 
   void restart() {
     ale_->reset_game();
@@ -458,7 +467,7 @@ class AtariEnv : public Env {
 
   const ale::ALEScreen& screen() const {
     const ale::ALEScreen& s = ale_->getScreen();
-    if (s.height() != static_cast<size_t>(kRawHeight) || s.width() != static_cast<size_t>(kRawWidth)) {
+    if (s.height() != static_cast<size_t>(screen_h_) || s.width() != static_cast<size_t>(screen_w_)) {
       throw std::runtime_error("unexpected ALE screen size " + std::to_string(s.height()) + "x" +
                                std::to_string(s.width()));
     }
@@ -466,7 +475,7 @@ class AtariEnv : public Env {
   }
 
   void copy_screen(std::vector<uint8_t>& dst) const {
-    std::memcpy(dst.data(), ale_->getScreen().getArray(), kScreenBytes);
+    std::memcpy(dst.data(), ale_->getScreen().getArray(), screen_bytes_);
   }
 
   // Palette index -> gray / R, G, B, read from ALE itself: write the 256
@@ -481,11 +490,11 @@ class AtariEnv : public Env {
     std::vector<unsigned char> out;
     if (c_.gray) {
       ale_->getScreenGrayscale(out);
-      for (int i = 0; i < 256; ++i) render_.lut[0][i] = out[i];
+      for (int i = 0; i < 256; ++i) render_->lut[0][i] = out[i];
     } else {
       ale_->getScreenRGB(out);
       for (int i = 0; i < 256; ++i) {
-        for (int ch = 0; ch < 3; ++ch) render_.lut[ch][i] = out[3 * i + ch];
+        for (int ch = 0; ch < 3; ++ch) render_->lut[ch][i] = out[3 * i + ch];
       }
     }
     std::memcpy(px, saved.data(), 256);
@@ -496,7 +505,7 @@ class AtariEnv : public Env {
   void push_frame(const uint8_t* const* frames, int nf, bool fill) {
     head_ = (head_ + 1) % c_.stack_num;
     uint8_t* slot = stack_.data() + static_cast<size_t>(head_) * frame_bytes_;
-    render_(frames, nf, slot, prev_);
+    (*render_)(frames, nf, slot, prev_);
     prev_.nf = nf;
     for (int k = 0; k < nf; ++k) prev_.frames[k] = frames[k];
     prev_.dst = slot;
@@ -522,7 +531,9 @@ class AtariEnv : public Env {
   Config c_;
   int channels_;
   size_t frame_bytes_;
-  FrameRenderer render_;
+  int screen_h_ = 0, screen_w_ = 0;
+  size_t screen_bytes_ = 0;
+  std::unique_ptr<FrameRenderer> render_;  // built once the ROM's screen size is known
   FrameRenderer::Prev prev_;  // what the last observation was rendered from
   std::unique_ptr<ale::ALEInterface> ale_;
   ale::ActionVect action_set_;

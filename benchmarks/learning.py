@@ -49,7 +49,7 @@ class Task:
 
 CLEANRL = "CleanRL benchmark tables (docs.cleanrl.dev)"
 TASKS = {
-    "ppo-cartpole": Task("ppo", "CartPole-v1", "ppo", 500_000, 490.0, 500_000, CLEANRL + ": ppo.py",
+    "ppo-cartpole": Task("ppo", "CartPole-v1", "ppo_cleanrl", 500_000, 490.0, 500_000, CLEANRL + ": ppo.py",
                          50_000),
     "dqn-cartpole": Task("dqn", "CartPole-v1", "dqn", 500_000, 488.7, 500_000, CLEANRL + ": dqn.py",
                          30_000),

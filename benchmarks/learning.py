@@ -51,7 +51,7 @@ CLEANRL = "CleanRL benchmark tables (docs.cleanrl.dev)"
 TASKS = {
     "ppo-cartpole": Task("ppo", "CartPole-v1", "ppo_cleanrl", 500_000, 490.0, 500_000, CLEANRL + ": ppo.py",
                          50_000),
-    "dqn-cartpole": Task("dqn", "CartPole-v1", "dqn", 500_000, 488.7, 500_000, CLEANRL + ": dqn.py",
+    "dqn-cartpole": Task("dqn", "CartPole-v1", "dqn_cleanrl", 500_000, 488.7, 500_000, CLEANRL + ": dqn.py",
                          30_000),
     "a2c-cartpole": Task("a2c", "CartPole-v1", "a2c", 200_000, None, None, "-", 50_000),
     "impala-cartpole": Task("impala", "CartPole-v1", "impala", 200_000, None, None, "-", 50_000),

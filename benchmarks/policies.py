@@ -8,7 +8,7 @@ shared: compare ratios within one run, not across runs):
   expensive simulator) and on ``CartPole-v1``: PPO frames/s under ``local``,
   ``actors``, ``async_actors``, ``central_inference`` and ``data_parallel`` with
   1, 2, 4 and 8 workers. Weak scaling: every worker owns ``envs_per_worker``
-  envs stepped by one pool thread (``num_threads=1``), so ``N`` workers step
+  envs (64 on the slow env, 8 on CartPole) stepped with ``num_threads=1``, so ``N`` workers step
   ``N`` times the envs; scaling efficiency is ``fps(N) / (N * fps(1))``. Bytes
   and RPC calls per iteration come from the RPC runtime's counters
   (``RunResult.extra["comm"]``).
@@ -157,7 +157,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                  ["actors", "async_actors", "central_inference", "data_parallel"])
     repeats = args.repeats or (1 if quick else 2)
     warmup, iters = (2, 4) if quick else (2, 8)
-    slow_epw, slow_steps = 8, 32          # 256 ms of env sleep per worker and iteration
+    # 64 envs per worker, 16 steps: 1024 ms of env sleep per worker and iteration (over the pool's
+    # thread), so that the per-step Python/act cost (~1 ms) and the learner stay small beside it.
+    slow_epw, slow_steps = 64, 16
     cp_epw, cp_steps = 8, 64
 
     results: dict[str, Any] = {"scaling": {}, "settings": {
@@ -199,21 +201,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "slow actors x1": lambda: ppo_fps(SLOW, "actors", 1, slow_epw, slow_steps, warmup, iters)["fps"],
         f"slow actors x{top}": lambda: ppo_fps(SLOW, "actors", top, slow_epw, slow_steps, warmup,
                                                iters)["fps"],
+        "slow async_actors x1": lambda: ppo_fps(SLOW, "async_actors", 1, slow_epw, slow_steps, warmup,
+                                                iters)["fps"],
+        f"slow async_actors x{top}": lambda: ppo_fps(SLOW, "async_actors", top, slow_epw, slow_steps,
+                                                     warmup, iters)["fps"],
         "cartpole actors x2": lambda: ppo_fps(CARTPOLE, "actors", 2, 1, 128, warmup, iters)["fps"],
         "cartpole MultiSyncCollector x2": lambda: multisync_fps(2, 128, warmup, iters)["fps"],
     }, repeats)
     med = {k: median(v) for k, v in head.items()}
     speedup = med[f"slow actors x{top}"] / med["slow actors x1"]
+    speedup_async = med[f"slow async_actors x{top}"] / med["slow async_actors x1"]
     vs = med["cartpole actors x2"] / med["cartpole MultiSyncCollector x2"]
     print_table(["measurement", "frames/s (median)", "all"],
                 [[k, fmt_rate(v), " ".join(fmt_rate(x) for x in head[k])] for k, v in med.items()],
                 title="headline pairs (alternating order)")
     print(f"slow env: actors x{top} / x1 = {speedup:.2f}x (efficiency {speedup / top:.0%}; goal >= 7x "
           f"for 8 workers)")
+    print(f"slow env: async_actors x{top} / x1 = {speedup_async:.2f}x (efficiency {speedup_async / top:.0%})")
     print(f"CartPole: actors x2 / MultiSyncCollector x2 = {fmt_ratio(vs)} (goal >= 1x; 1 env per worker, "
           f"128 steps, same network and PPO learner)")
     results["headline"] = {"runs": head, "median": med, "slow_speedup": speedup,
                            "slow_efficiency": speedup / top, "workers": top,
+                           "slow_speedup_async": speedup_async,
+                           "slow_efficiency_async": speedup_async / top,
                            "actors_vs_multisync": vs}
     results["quick"] = quick
     path = write_json("policies", results)

@@ -130,6 +130,18 @@ def _remote_stop() -> bool:
 
 
 def _close_worker_state() -> None:
+    lock = _WORKER.get("lock")
+    # An async_actors rollout may still be in flight when the driver says stop: let it
+    # finish (bounded) rather than close its env under it.
+    held = lock.acquire(timeout=3.0) if lock is not None else False
+    try:
+        _close_worker_loop()
+    finally:
+        if held:
+            lock.release()
+
+
+def _close_worker_loop() -> None:
     loop = _WORKER.pop("loop", None)
     if loop is not None and hasattr(loop, "close"):
         with contextlib.suppress(Exception):

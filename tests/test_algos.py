@@ -8,6 +8,8 @@ finish in about a minute each on two shared CPU cores. IMPALA is meant for
 """
 from __future__ import annotations
 
+import math
+
 import time
 
 import pytest
@@ -54,25 +56,31 @@ def learn_until(name: str, env_id: str, cfg: dict, threshold: float, every: int,
     torch.set_num_threads(1)
     _, make = get_algo(name)
     loop = make(env_id, cfg, seed=seed)
-    best = {"eval": -float("inf")}
+    # Distributed policies build the loop on their workers from a picklable factory, and
+    # frames are collected there: count iterations on the driver.
+    factory = make_factory(name, env_id, cfg, seed=seed) if policy != "local" else None
+    max_iters = math.ceil(loop.cfg.total_frames / loop.cfg.frames_per_iteration)
+    best = {"eval": -float("inf"), "iters": 0}
     t0 = time.perf_counter()
 
     def hook(i: int, metrics, graph) -> bool:
+        best["iters"] = i + 1
         if (i + 1) % every == 0:
             ret = evaluate(loop, env_id)
             best["eval"] = max(best["eval"], ret)
             if ret >= threshold:
                 return True
-        return loop.rollout.frames >= loop.cfg.total_frames
+        return i + 1 >= max_iters
 
     try:
-        run(capture(loop), policy=policy, iterations=10**9, hooks=[hook])
+        run(capture(loop), policy=policy, iterations=max_iters, hooks=[hook], factory=factory)
     finally:
         loop.close()
     seconds = time.perf_counter() - t0
-    print(f"{name} on {env_id}: best eval {best['eval']:.1f} after {loop.rollout.frames} frames "
+    frames = best["iters"] * loop.cfg.frames_per_iteration
+    print(f"{name} on {env_id} ({policy}): best eval {best['eval']:.1f} after {frames} frames "
           f"in {seconds:.1f}s")
-    return best["eval"], loop.rollout.frames, seconds
+    return best["eval"], frames, seconds
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))

@@ -189,32 +189,23 @@ def _trajectory_sync(env_id: str, num_threads: int, steps: int, actions: np.ndar
 
 def _trajectory_async(env_id: str, num_threads: int, batch_size: int, steps: int,
                       actions: np.ndarray) -> list:
+    """Async rollout; envs come back in the order they finish, so every env keeps being
+    sent (steps past the end are not recorded) until all have their trajectory."""
     n = actions.shape[1]
     with make(env_id, num_envs=n, num_threads=num_threads, batch_size=batch_size,
               seed=5) as pool:
         out: list[list] = [[] for _ in range(n)]
-        t = np.zeros(n, dtype=np.int64)
         pool.async_reset()
         while min(len(o) for o in out) < steps + 1:
             obs, rew, term, trunc, info = pool.recv(timeout=30)
-            ids = info["env_id"].copy()
+            ids = [int(i) for i in info["env_id"]]
             for j, i in enumerate(ids):
-                if t[i] == 0:
+                if not out[i]:
                     out[i].append(obs[j].copy())
-                else:
+                elif len(out[i]) < steps + 1:
                     out[i].append(np.concatenate([obs[j], [rew[j], term[j], trunc[j]]]))
-            send_ids = [i for i in ids if t[i] < steps]
-            if send_ids:
-                pool.send(np.stack([actions[t[i], i] for i in send_ids]), np.array(send_ids))
-            for i in send_ids:
-                t[i] += 1
-            if pool.in_flight < batch_size:
-                break
-        # Drain what is still in flight so the pool closes cleanly.
-        while pool.in_flight >= batch_size:
-            obs, rew, term, trunc, info = pool.recv(timeout=30)
-            for j, i in enumerate(info["env_id"]):
-                out[i].append(np.concatenate([obs[j], [rew[j], term[j], trunc[j]]]))
+            acts = [actions[min(len(out[i]) - 1, steps - 1), i] for i in ids]
+            pool.send(np.stack(acts), np.array(ids))
     return out
 
 

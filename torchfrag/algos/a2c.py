@@ -12,7 +12,7 @@ Example:
     >>> from torchfrag.algos.a2c import A2CConfig, make_a2c
     >>> loop = make_a2c("CartPole-v1", A2CConfig(num_envs=2, steps=4), seed=0)
     >>> sorted(k for k in loop().keys() if k.startswith("loss_"))
-    ['loss_critic', 'loss_entropy', 'loss_objective']
+    ['loss_critic', 'loss_objective']
     >>> loop.close()
 """
 from __future__ import annotations
@@ -25,12 +25,11 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.envs import EnvBase
 from torchrl.modules import ProbabilisticActor, ValueOperator
-from torchrl.objectives import A2CLoss
 from torchrl.objectives.value import GAE
 
-from torchfrag.algos.common import AlgoConfig, LoopBase
+from torchfrag.algos.common import AlgoConfig, LoopBase, actor_critic_learn
 from torchfrag.algos.ppo import RewardScale, make_actor_critic, make_env
-from torchfrag.fragments import Advantage, Learn, Rollout
+from torchfrag.fragments import Advantage, Rollout
 
 logger = logging.getLogger(__name__)
 
@@ -99,21 +98,7 @@ class A2CLoop(LoopBase):
         self.scale = RewardScale(cfg.reward_scale) if cfg.reward_scale != 1.0 else None
         self.advantage = Advantage(GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic,
                                        average_gae=cfg.normalize_advantage))
-        loss = A2CLoss(actor, critic, entropy_coeff=cfg.entropy_coef, critic_coeff=cfg.critic_coef,
-                       loss_critic_type=cfg.loss_critic_type)
-        if cfg.optimizer == "rmsprop":
-            opt: torch.optim.Optimizer = torch.optim.RMSprop(loss.parameters(), lr=cfg.lr,
-                                                             alpha=0.99, eps=1e-5)
-        elif cfg.optimizer == "adam":
-            opt = torch.optim.Adam(loss.parameters(), lr=cfg.lr, eps=1e-5)
-        else:
-            raise ValueError(f"optimizer must be 'adam' or 'rmsprop', got {cfg.optimizer!r}")
-        iterations = max(1, cfg.total_frames // cfg.frames_per_iteration)
-        self.learn = Learn(
-            loss, opt, epochs=1, max_grad_norm=cfg.max_grad_norm,
-            anneal_steps=iterations if cfg.anneal_lr else None,
-            select_keys=["observation", "action", "advantage", "value_target"],
-        )
+        self.learn = actor_critic_learn(actor, critic, cfg, rmsprop_eps=1e-5)
 
     def forward(self) -> TensorDictBase:
         batch = self.rollout()

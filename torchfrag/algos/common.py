@@ -26,8 +26,9 @@ from tensordict.nn import TensorDictModule, TensorDictModuleBase
 from torch import nn
 from torchrl.envs import EnvBase
 from torchrl.modules import MLP, ActorValueOperator, ProbabilisticActor, ValueOperator
+from torchrl.objectives import A2CLoss
 
-from torchfrag.fragments import Fragment, Rollout
+from torchfrag.fragments import Fragment, Learn, Rollout
 
 logger = logging.getLogger(__name__)
 
@@ -208,7 +209,7 @@ class TargetUpdate(Fragment):
         >>> from torchrl.objectives import DQNLoss, SoftUpdate
         >>> from torchfrag.algos.common import TargetUpdate
         >>> loss = DQNLoss(QValueActor(torch.nn.Linear(4, 2), in_keys=["observation"],
-        ...                            action_space="categorical"))
+        ...                            action_space="categorical"), action_space="categorical")
         >>> upd = TargetUpdate(SoftUpdate(loss, tau=0.5), loss)
         >>> upd(TensorDict(loss=torch.tensor(1.0))).keys() == {"loss"}
         True
@@ -301,6 +302,32 @@ def prefill(rollout: Rollout, env: EnvBase, frames: int, write: Fragment) -> int
     rollout.stats.update(nxt.get("reward"), nxt.get("done"))
     logger.debug("prefilled the replay buffer with %d random frames", warm.frames)
     return warm.frames
+
+
+def actor_critic_learn(actor: ProbabilisticActor, critic: ValueOperator, cfg: Any,
+                       rmsprop_eps: float) -> Learn:
+    """The learn fragment A2C and IMPALA share: one pass of ``A2CLoss`` per batch.
+
+    ``cfg`` provides ``entropy_coef``, ``critic_coef``, ``loss_critic_type``,
+    ``optimizer`` (``"adam"`` or ``"rmsprop"``), ``lr``, ``max_grad_norm``,
+    ``anneal_lr``, ``total_frames`` and ``frames_per_iteration``; the two
+    algorithms' published recipes differ only in RMSprop's ``eps``.
+    """
+    loss = A2CLoss(actor, critic, entropy_coeff=cfg.entropy_coef, critic_coeff=cfg.critic_coef,
+                   loss_critic_type=cfg.loss_critic_type)
+    if cfg.optimizer == "rmsprop":
+        opt: torch.optim.Optimizer = torch.optim.RMSprop(loss.parameters(), lr=cfg.lr, alpha=0.99,
+                                                         eps=rmsprop_eps)
+    elif cfg.optimizer == "adam":
+        opt = torch.optim.Adam(loss.parameters(), lr=cfg.lr, eps=1e-5)
+    else:
+        raise ValueError(f"optimizer must be 'adam' or 'rmsprop', got {cfg.optimizer!r}")
+    iterations = max(1, cfg.total_frames // cfg.frames_per_iteration)
+    return Learn(
+        loss, opt, epochs=1, max_grad_norm=cfg.max_grad_norm,
+        anneal_steps=iterations if cfg.anneal_lr else None,
+        select_keys=["observation", "action", "advantage", "value_target"],
+    )
 
 
 @dataclass

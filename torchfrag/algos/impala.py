@@ -32,12 +32,11 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.envs import EnvBase
 from torchrl.modules import ProbabilisticActor, ValueOperator
-from torchrl.objectives import A2CLoss
 from torchrl.objectives.value import VTrace
 
-from torchfrag.algos.common import AlgoConfig, LoopBase
+from torchfrag.algos.common import AlgoConfig, LoopBase, actor_critic_learn
 from torchfrag.algos.ppo import RewardScale, make_actor_critic, make_env
-from torchfrag.fragments import Advantage, Learn, Rollout
+from torchfrag.fragments import Advantage, Rollout
 
 logger = logging.getLogger(__name__)
 
@@ -109,21 +108,7 @@ class IMPALALoop(LoopBase):
         self.advantage = Advantage(VTrace(gamma=cfg.gamma, value_network=critic, actor_network=actor,
                                           rho_thresh=cfg.rho_thresh, c_thresh=cfg.c_thresh,
                                           average_adv=cfg.normalize_advantage))
-        loss = A2CLoss(actor, critic, entropy_coeff=cfg.entropy_coef, critic_coeff=cfg.critic_coef,
-                       loss_critic_type=cfg.loss_critic_type)
-        if cfg.optimizer == "rmsprop":
-            opt: torch.optim.Optimizer = torch.optim.RMSprop(loss.parameters(), lr=cfg.lr,
-                                                             alpha=0.99, eps=0.01)
-        elif cfg.optimizer == "adam":
-            opt = torch.optim.Adam(loss.parameters(), lr=cfg.lr, eps=1e-5)
-        else:
-            raise ValueError(f"optimizer must be 'adam' or 'rmsprop', got {cfg.optimizer!r}")
-        iterations = max(1, cfg.total_frames // cfg.frames_per_iteration)
-        self.learn = Learn(
-            loss, opt, epochs=1, max_grad_norm=cfg.max_grad_norm,
-            anneal_steps=iterations if cfg.anneal_lr else None,
-            select_keys=["observation", "action", "advantage", "value_target"],
-        )
+        self.learn = actor_critic_learn(actor, critic, cfg, rmsprop_eps=0.01)
 
     def forward(self) -> TensorDictBase:
         batch = self.rollout()

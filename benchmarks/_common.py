@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -55,6 +56,91 @@ def alternate(systems: dict[str, Callable[[], float]], repeats: int) -> dict[str
         for name in order:
             out[name].append(systems[name]())
     return out
+
+
+def process_cpu() -> float:
+    """CPU seconds of this process, all threads (not its children)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+class Runner:
+    """One system under one configuration, built for one measurement.
+
+    ``run(seconds)`` returns ``(env steps per second, CPU microseconds per env
+    step)``; the CPU figure is ``None`` where the work happens in other
+    processes (Gymnasium's AsyncVectorEnv).
+
+    Args:
+        steps: Advances the system once; returns how many env steps that made.
+        close: Releases the system (threads, processes).
+        in_process: Whether this process's CPU time covers the system's work.
+    """
+
+    def __init__(self, steps: Callable[[], int], close: Callable[[], None],
+                 in_process: bool = True) -> None:
+        self._steps = steps
+        self.close = close
+        self._in_process = in_process
+
+    def run(self, seconds: float) -> tuple[float, float | None]:
+        """Warms up briefly, then calls the step function until ``seconds`` have passed."""
+        warm = time.perf_counter()
+        while time.perf_counter() - warm < min(0.3, seconds / 4):  # resets, cold caches
+            self._steps()
+        done = 0
+        cpu0 = process_cpu()
+        start = time.perf_counter()
+        while True:
+            done += self._steps()
+            elapsed = time.perf_counter() - start
+            if elapsed >= seconds:
+                cpu = (process_cpu() - cpu0) / done * 1e6 if self._in_process else None
+                return done / elapsed, cpu
+
+
+def measure_isolated(makers: dict[str, Callable[[], Runner]], rounds: int, seconds: float
+                     ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Measures each system ``rounds`` times, alone, in alternating order.
+
+    Every measurement builds its system, runs it and closes it before the next
+    one starts, so no other system's threads are alive while it is timed (an
+    idle pool with envs in flight, or spinning workers, would otherwise take
+    CPU from the one being measured and show up in its CPU figure). The order
+    rotates every round and is reversed on odd rounds.
+
+    Args:
+        makers: Name -> a callable building a fresh :class:`Runner`.
+        rounds: Measurements per system.
+        seconds: Duration of each measurement.
+
+    Returns:
+        ``(rates, cpus)``: name -> steps/s of each round, and name -> CPU
+        microseconds per step of each round (empty for out-of-process systems).
+
+    Example:
+        >>> from benchmarks._common import Runner, measure_isolated
+        >>> rates, cpus = measure_isolated({"x": lambda: Runner(lambda: 1, lambda: None)}, 2, 0.01)
+        >>> len(rates["x"]), len(cpus["x"])
+        (2, 2)
+    """
+    names = list(makers)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    cpus: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        if r % 2:
+            order = order[::-1]
+        for name in order:
+            runner = makers[name]()
+            try:
+                rate_, cpu = runner.run(seconds)
+            finally:
+                runner.close()
+            rates[name].append(rate_)
+            if cpu is not None:
+                cpus[name].append(cpu)
+    return rates, cpus
 
 
 def median(values: Sequence[float]) -> float:

@@ -1,8 +1,10 @@
 """Atari throughput: torchfrag vs envpool vs ale-py's AtariVectorEnv vs the emulation limit.
 
-Every configuration (game, num_envs, sync/async) builds all systems once and
-then measures them in rounds, rotating their order each round, so that load
-from other processes hits all of them alike; the table reports medians.
+Every configuration (game, num_envs, sync/async) measures the systems in
+rounds, rotating their order each round, so that load from other processes
+hits all of them alike; the table reports medians.  Each measurement builds
+its system, runs it and closes it, so no other system's threads (envs still in
+flight, spinning workers) are alive while it is timed.
 All systems use the same task: frame skip 4 with a max-pool of the last two
 frames, 84x84 gray, a stack of 4, up to 30 no-ops and FIRE on reset, no
 sticky actions, no reward clipping, no episodic life, 27000-step limit.
@@ -30,12 +32,12 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import time
-from collections.abc import Callable
 
 import numpy as np
+
+from benchmarks._common import Runner, measure_isolated
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 GAMES = ["Pong", "Breakout"]
@@ -49,36 +51,9 @@ TASK = {"frame_skip": FRAME_SKIP, "stack_num": 4, "img_height": 84, "img_width":
         "use_fire_reset": True, "repeat_action_probability": 0.0, "max_episode_steps": 27000}
 
 
-def _process_cpu() -> float:
-    """CPU seconds of this process, all threads."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
 def _rom(game: str) -> str:
     """Pong -> pong, SpaceInvaders -> space_invaders."""
     return "".join("_" + c.lower() if c.isupper() and i else c.lower() for i, c in enumerate(game))
-
-
-class Runner:
-    """One system under one configuration; ``run(seconds)`` -> (steps/s, CPU us/step)."""
-
-    def __init__(self, steps: Callable[[], int], close: Callable[[], None]) -> None:
-        self._steps = steps
-        self.close = close
-
-    def run(self, seconds: float) -> tuple[float, float]:
-        """Calls the step function until ``seconds`` have passed."""
-        for _ in range(3):  # warm caches after the other systems ran
-            self._steps()
-        done = 0
-        cpu0 = _process_cpu()
-        start = time.perf_counter()
-        while True:
-            done += self._steps()
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                return done / elapsed, (_process_cpu() - cpu0) / done * 1e6
 
 
 def _actions(num_actions: int, n: int, k: int = 64, seed: int = 0) -> np.ndarray:
@@ -209,22 +184,9 @@ MAKERS = {"torchfrag": make_torchfrag, "envpool": make_envpool, "ale_vector": ma
 
 def bench_config(game: str, n: int, mode: str, threads: int, rounds: int, seconds: float,
                  systems: list[str]) -> dict:
-    """Measures every system ``rounds`` times on one configuration."""
-    runners = {name: MAKERS[name](game, n, mode, threads) for name in systems}
-    rates: dict[str, list[float]] = {name: [] for name in systems}
-    cpus: dict[str, list[float]] = {name: [] for name in systems}
-    try:
-        for r in range(rounds):
-            order = systems[r % len(systems):] + systems[:r % len(systems)]
-            if r % 2:
-                order = order[::-1]
-            for name in order:
-                rate, cpu = runners[name].run(seconds)
-                rates[name].append(rate)
-                cpus[name].append(cpu)
-    finally:
-        for runner in runners.values():
-            runner.close()
+    """Measures every system ``rounds`` times on one configuration, each alone."""
+    makers = {name: (lambda name=name: MAKERS[name](game, n, mode, threads)) for name in systems}
+    rates, cpus = measure_isolated(makers, rounds, seconds)
     return {"game": game, "num_envs": n, "mode": mode, "threads": threads,
             "median_steps_per_s": {k: statistics.median(v) for k, v in rates.items()},
             "median_cpu_us_per_step": {k: statistics.median(v) for k, v in cpus.items()},

@@ -3,7 +3,7 @@
 For each task (HalfCheetah, Hopper, Ant, Humanoid, all v5), each num_envs (8, 32) and
 each mode (sync: step every env per call; async: ``send``/``recv`` with
 ``batch_size = num_envs // 2``), the same run measures, in alternating order,
-round after round:
+round after round, each system built, timed and closed on its own:
 
 * ``torchfrag``: ``torchfrag.envs.make(task, num_envs, num_threads=T)``;
 * ``envpool``: ``envpool.make(task, env_type="gymnasium", num_threads=T)`` (1.2.5);
@@ -38,11 +38,9 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import sys
 import time
-from collections.abc import Callable
 
 import numpy as np
 
@@ -53,45 +51,13 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 sys.path.insert(0, ROOT)
 
+from benchmarks._common import Runner, measure_isolated  # noqa: E402
+
 TASKS = ["HalfCheetah-v5", "Hopper-v5", "Ant-v5", "Humanoid-v5"]
 NUM_ENVS = [8, 32]
 MODES = ["sync", "async"]
 SYSTEMS = ["torchfrag", "envpool", "gymnasium", "physics"]
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
-
-
-def _process_cpu() -> float:
-    """CPU seconds of this process, all threads (not its children)."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-class Runner:
-    """One system under one configuration.
-
-    ``run(seconds)`` returns ``(env steps per second, CPU microseconds per env
-    step)``; the CPU figure is ``None`` where the work happens in other
-    processes (Gymnasium's AsyncVectorEnv).
-    """
-
-    def __init__(self, steps: Callable[[], int], close: Callable[[], None],
-                 in_process: bool = True) -> None:
-        self._steps = steps
-        self.close = close
-        self._in_process = in_process
-
-    def run(self, seconds: float) -> tuple[float, float | None]:
-        """Calls the step function until `seconds` have passed."""
-        self._steps()  # warm (first call after a pause pays for cold caches)
-        done = 0
-        cpu0 = _process_cpu()
-        start = time.perf_counter()
-        while True:
-            done += self._steps()
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                cpu = (_process_cpu() - cpu0) / done * 1e6 if self._in_process else None
-                return done / elapsed, cpu
 
 
 def _actions(space_low: np.ndarray, space_high: np.ndarray, n: int, k: int = 64,
@@ -235,20 +201,9 @@ MAKERS = {"torchfrag": make_torchfrag, "envpool": make_envpool, "gymnasium": mak
 
 def bench_config(task: str, n: int, mode: str, threads: int, rounds: int,
                  seconds: float, systems: list[str]) -> dict:
-    runners = {name: MAKERS[name](task, n, mode, threads) for name in systems}
-    rates: dict[str, list[float]] = {name: [] for name in systems}
-    cpus: dict[str, list[float]] = {name: [] for name in systems}
-    try:
-        for r in range(rounds):
-            order = systems[r % len(systems):] + systems[:r % len(systems)]
-            for name in order:
-                rate, cpu = runners[name].run(seconds)
-                rates[name].append(rate)
-                if cpu is not None:
-                    cpus[name].append(cpu)
-    finally:
-        for runner in runners.values():
-            runner.close()
+    """Measures every system ``rounds`` times on one configuration, each alone."""
+    makers = {name: (lambda name=name: MAKERS[name](task, n, mode, threads)) for name in systems}
+    rates, cpus = measure_isolated(makers, rounds, seconds)
     return {"task": task, "num_envs": n, "mode": mode, "threads": threads,
             "median_steps_per_s": {k: statistics.median(v) for k, v in rates.items()},
             "median_cpu_us_per_step": {k: statistics.median(v) for k, v in cpus.items() if v},

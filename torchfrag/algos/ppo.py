@@ -115,14 +115,24 @@ class PPOConfig:
 def make_env(env_id: str, num_envs: int, seed: int = 0, **options: Any) -> EnvBase:
     """A :class:`~torchfrag.envs.PoolEnv` with only the observation exposed.
 
+    Float64 observations (MuJoCo) are cast to float32 for the networks with
+    TorchRL's ``DoubleToFloat`` transform.
+
     Example:
         >>> from torchfrag.algos.ppo import make_env
         >>> make_env("CartPole-v1", 2).batch_size
         torch.Size([2])
+        >>> make_env("HalfCheetah-v5", 2).observation_spec["observation"].dtype
+        torch.float32
     """
+    from torchrl.envs import DoubleToFloat, TransformedEnv
+
     from torchfrag.envs import PoolEnv
 
-    return PoolEnv(env_id, num_envs=num_envs, seed=seed, info_keys=[], **options)
+    env = PoolEnv(env_id, num_envs=num_envs, seed=seed, info_keys=[], **options)
+    if env.observation_spec["observation"].dtype == torch.float64:
+        return TransformedEnv(env, DoubleToFloat(in_keys=["observation"]))
+    return env
 
 
 def _ortho(layer: nn.Module, gain: float) -> None:

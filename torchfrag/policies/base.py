@@ -362,13 +362,13 @@ class SingleDevicePolicy(Policy):
     """All fragments on one device (GPU where present), networks compiled with ``torch.compile``.
 
     Attributes:
-        device: The device (``"cuda"`` by default; ``"cpu"`` is the fallback
-            when ``fallback_cpu`` is set and CUDA is absent).
+        device_name: The device (``"cuda"`` by default; ``"cpu"`` is the
+            fallback when ``fallback_cpu`` is set and CUDA is absent).
         fallback_cpu: Use the CPU when the device is absent instead of failing.
 
     Example:
         >>> from torchfrag.policies import SingleDevicePolicy
-        >>> SingleDevicePolicy(device="cpu", compile=False).num_workers
+        >>> SingleDevicePolicy(device_name="cpu", compile=False).num_workers
         0
     """
 

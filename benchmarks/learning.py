@@ -101,10 +101,19 @@ def run_one(task: Task, seed: int, frames: int, time_limit: float | None) -> dic
     t0 = time.perf_counter()
     f0 = loop.rollout.frames
 
+    last_log = [t0]
+
     def hook(i: int, metrics: Any, graph: Any) -> bool:
         ep = loop.rollout.stats.pop()
         if ep:
             curve.append((loop.rollout.frames, ep["episode_return"]))
+        now = time.perf_counter()
+        if now - last_log[0] >= 60.0:  # progress of long runs
+            last_log[0] = now
+            recent = [r for _, r in curve[-20:]]
+            logger.info("%s seed %d: %d/%d frames, %.0f frames/s, recent return %s", task.env, seed,
+                        loop.rollout.frames, frames, (loop.rollout.frames - f0) / (now - t0),
+                        f"{sum(recent) / len(recent):.1f}" if recent else "-")
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             logger.warning("%s seed %d: time limit %.0fs reached at %d frames", task.env, seed,
                            time_limit, loop.rollout.frames)

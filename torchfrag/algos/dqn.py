@@ -34,7 +34,7 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.envs import EnvBase
-from torchrl.modules import EGreedyModule, QValueActor
+from torchrl.modules import MLP, EGreedyModule, QValueActor
 from torchrl.objectives import DQNLoss, HardUpdate, SoftUpdate
 
 from torchfrag.algos.common import AlgoConfig, Anneal, LoopBase, NatureCNN, TargetUpdate, is_image, mlp, prefill
@@ -70,8 +70,11 @@ class DQNConfig(AlgoConfig):
         tau: Soft target update rate per gradient step (``1.0``: hard updates).
         double_dqn: Double DQN targets.
         loss_function: ``"l2"`` or ``"smooth_l1"`` (Huber).
-        max_grad_norm: Gradient-norm clip.
+        max_grad_norm: Gradient-norm clip (``None``: no clipping, as CleanRL's ``dqn.py``).
         hidden: Hidden layer sizes of the Q MLP (ignored for images: Nature CNN).
+        init: Q-MLP initialisation: ``"orthogonal"`` (gain ``sqrt(2)``) or
+            ``"torch"`` (PyTorch's default ``nn.Linear`` init, as CleanRL's ``dqn.py``).
+        adam_eps: Adam's epsilon.
     """
 
     num_envs: int = 8
@@ -90,8 +93,10 @@ class DQNConfig(AlgoConfig):
     tau: float = 1.0
     double_dqn: bool = False
     loss_function: str = "l2"
-    max_grad_norm: float = 10.0
+    max_grad_norm: float | None = 10.0
     hidden: list[int] = field(default_factory=lambda: [256, 256])
+    init: str = "orthogonal"
+    adam_eps: float = 1e-5
 
 
 class _DQNLoss(DQNLoss):
@@ -102,8 +107,13 @@ class _DQNLoss(DQNLoss):
         return TensorDict({"loss_qvalue": out.get("loss")}, batch_size=[])
 
 
-def make_qnet(env: EnvBase, hidden: list[int]) -> QValueActor:
+def make_qnet(env: EnvBase, hidden: list[int], init: str = "orthogonal") -> QValueActor:
     """A ``QValueActor`` (greedy action, ``action_value``) for ``env``'s discrete actions.
+
+    Args:
+        env: The env whose (discrete) action spec and observation the network fits.
+        hidden: Hidden layer sizes of the MLP (ignored for images: Nature CNN).
+        init: ``"orthogonal"`` or ``"torch"`` (PyTorch's default MLP init).
 
     Example:
         >>> from torchfrag.algos.dqn import make_qnet
@@ -120,7 +130,13 @@ def make_qnet(env: EnvBase, hidden: list[int]) -> QValueActor:
         net: nn.Module = nn.Sequential(trunk, head)
     else:
         obs_dim = env.observation_spec["observation"].shape[-1]
-        net = mlp(obs_dim, n, hidden, out_gain=1.0)
+        if init == "torch":
+            net = MLP(in_features=obs_dim, out_features=n, num_cells=list(hidden),
+                      activation_class=nn.ReLU)
+        elif init == "orthogonal":
+            net = mlp(obs_dim, n, hidden, out_gain=1.0)
+        else:
+            raise ValueError(f"init must be 'orthogonal' or 'torch', got {init!r}")
     return QValueActor(net, in_keys=["observation"], spec=spec)
 
 
@@ -154,7 +170,8 @@ class DQNLoop(LoopBase):
         self.loss = _DQNLoss(qnet, loss_function=cfg.loss_function, delay_value=True,
                             double_dqn=cfg.double_dqn)
         self.loss.make_value_estimator(gamma=cfg.gamma)
-        self.learn = Learn(self.loss, lr=cfg.lr, epochs=1, minibatch_size=cfg.batch_size,
+        optimizer = torch.optim.Adam(self.loss.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+        self.learn = Learn(self.loss, lr=cfg.lr, optimizer=optimizer, epochs=1, minibatch_size=cfg.batch_size,
                            max_grad_norm=cfg.max_grad_norm, select_keys=_REPLAY_KEYS)
         if cfg.tau >= 1.0:
             updater: Any = HardUpdate(self.loss, value_network_update_interval=cfg.target_update_interval)
@@ -211,4 +228,4 @@ def build_dqn(env: EnvBase, cfg: DQNConfig) -> DQNLoop:
     if not hasattr(env.action_spec_unbatched.space, "n"):
         env.close()
         raise ValueError(f"DQN needs discrete actions; the env has {env.action_spec_unbatched}")
-    return DQNLoop(env, make_qnet(env, cfg.hidden), cfg)
+    return DQNLoop(env, make_qnet(env, cfg.hidden, cfg.init), cfg)

@@ -179,6 +179,43 @@ def test_sac_rejects_discrete_and_dqn_rejects_continuous() -> None:
         get_algo("dqn")[1]("Pendulum-v1", TINY["dqn"][1])
 
 
+def test_dqn_cleanrl_options() -> None:
+    from torchrl.modules import MLP
+
+    from torchfrag.algos.dqn import DQNConfig, make_qnet
+
+    env = make_env("CartPole-v1", 2)
+    torch.manual_seed(0)
+    qnet = make_qnet(env, [8], init="torch")
+    torch.manual_seed(0)
+    ref = MLP(in_features=4, out_features=2, num_cells=[8], activation_class=torch.nn.ReLU)
+    got = [p for p in qnet.parameters()]
+    assert len(got) == len(list(ref.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(got, ref.parameters()))
+    with pytest.raises(ValueError, match="init must be"):
+        make_qnet(env, [8], init="xavier")
+    env.close()
+    cfg = DQNConfig(num_envs=2, steps=2, learning_starts=8, batch_size=4, updates=1,
+                    max_grad_norm=None, adam_eps=1e-8, init="torch")
+    loop = get_algo("dqn")[1]("CartPole-v1", cfg)
+    assert loop.learn.max_grad_norm is None
+    assert loop.learn.optimizer.param_groups[0]["eps"] == 1e-8
+    assert math.isfinite(float(loop()["loss"]))
+    loop.close()
+
+
+def test_ppo_on_float64_observations() -> None:
+    """MuJoCo observations are float64: the algorithms' env casts them for float32 networks."""
+    env = make_env("HalfCheetah-v5", 2)
+    assert env.observation_spec["observation"].dtype == torch.float32
+    assert env.reset()["observation"].dtype == torch.float32
+    env.close()
+    loop = get_algo("ppo")[1]("HalfCheetah-v5", {"num_envs": 2, "steps": 8, "minibatch_size": 8,
+                                                 "epochs": 1})
+    assert math.isfinite(float(run(capture(loop), iterations=2).output["loss_objective"]))
+    loop.close()
+
+
 def test_train_cli_config_for_each_algo(tmp_path) -> None:
     from torchfrag.train import compose_config, train
 

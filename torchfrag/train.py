@@ -51,33 +51,6 @@ class EnvConfig:
 
 
 @dataclass
-class PPOAlgoConfig:
-    """``algo/ppo``: fields of :class:`torchfrag.algos.ppo.PPOConfig`."""
-
-    name: str = "ppo"
-    num_envs: int = 8
-    steps: int = 128
-    gamma: float = 0.99
-    lmbda: float = 0.95
-    lr: float = 2.5e-4
-    anneal_lr: bool = True
-    total_frames: int = 500_000
-    epochs: int = 4
-    minibatch_size: int = 256
-    clip_epsilon: float = 0.2
-    entropy_coef: float = 0.01
-    critic_coef: float = 0.5
-    loss_critic_type: str = "l2"
-    max_grad_norm: float = 0.5
-    hidden: list[int] = field(default_factory=lambda: [64, 64])
-    reward_scale: float = 1.0
-    normalize_advantage: bool = True
-    collector: str = "rollout"
-    pool_batch_size: int | None = None
-    pool_deterministic: bool = True
-
-
-@dataclass
 class PolicyConfig:
     """``policy/``: the distribution policy (only ``local`` so far)."""
 
@@ -112,15 +85,13 @@ class TrainConfig:
 
 
 def _algo_schemas() -> dict[str, type]:
-    """``algo/<name>_schema`` for the algorithms other than PPO: their config dataclass plus ``name``."""
+    """``algo/<name>_schema`` for every algorithm: its config dataclass plus ``name``."""
     import dataclasses
 
     from torchfrag.algos import ALGOS, get_algo
 
     out = {}
     for name in ALGOS:
-        if name == "ppo":
-            continue
         cls, _ = get_algo(name)
         out[name] = dataclasses.make_dataclass(
             f"{cls.__name__}Schema", [("name", str, dataclasses.field(default=name))], bases=(cls,))
@@ -134,7 +105,6 @@ def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(group="env", name="env_schema", node=EnvConfig)
-    cs.store(group="algo", name="ppo_schema", node=PPOAlgoConfig)
     for name, node in _algo_schemas().items():
         cs.store(group="algo", name=f"{name}_schema", node=node)
     cs.store(group="policy", name="policy_schema", node=PolicyConfig)

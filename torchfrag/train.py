@@ -37,7 +37,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["config_dir", "main", "train", "register_schemas", "compose_config"]
+__all__ = ["compose_config", "config_dir", "main", "register_schemas", "train"]
 
 
 # -- config schemas (types checked by Hydra on every override) ------------------------------

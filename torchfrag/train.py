@@ -181,7 +181,8 @@ def _make_logger(cfg: DictConfig, run_dir: str) -> Any:
     return CSVLogger(cfg.logger.exp_name, log_dir=run_dir)
 
 
-def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int) -> list[float]:
+def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int,
+              transform: Any = None) -> list[float]:
     """Returns of ``episodes`` episodes of the deterministic policy on fresh envs."""
     import torch
 
@@ -190,6 +191,10 @@ def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int) -> list[flo
 
     n = max(1, min(int(cfg.env.eval_envs), episodes))
     env = make_env(cfg.env.id, n, seed=seed, **dict(cfg.env.options))
+    if transform is not None:  # e.g. the training env's observation statistics, frozen
+        from torchrl.envs import TransformedEnv
+
+        env = TransformedEnv(env, transform)
     act = Act(actor, exploration="deterministic")
     stats = EpisodeStats()
     returns: list[float] = []
@@ -332,7 +337,9 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     last_ckpt = checkpoint(final_iteration)
     evals: list[float] = []
     if cfg.eval_episodes > 0:
-        evals = _evaluate(cfg, loop.actor, int(cfg.eval_episodes), seed=int(cfg.seed) + 10_000)
+        eval_transform = getattr(loop, "eval_transform", None)
+        evals = _evaluate(cfg, loop.actor, int(cfg.eval_episodes), seed=int(cfg.seed) + 10_000,
+                          transform=eval_transform() if eval_transform is not None else None)
         if tlog is not None:
             tlog.log_scalar("eval/episode_return", sum(evals) / len(evals), step=loop.rollout.frames)
     if cfg.plot:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -40,7 +41,7 @@ from torchfrag.fragments import Act, Advantage, Collect, Fragment, Learn, Rollou
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PPOConfig", "PPOLoop", "RewardScale", "make_env", "make_actor_critic", "make_ppo"]
+__all__ = ["PPOConfig", "PPOLoop", "RewardScale", "frozen_obs_norm", "make_actor_critic", "make_env", "make_ppo"]
 
 
 @dataclass
@@ -65,6 +66,10 @@ class PPOConfig:
         hidden: Hidden layer sizes of the actor and critic MLPs.
         reward_scale: Multiplies rewards before GAE (1.0: no scaling node in the loop).
         normalize_advantage: Per-minibatch advantage normalisation.
+        obs_norm: Normalise observations by running mean and standard deviation
+            (TorchRL's ``VecNormV2`` on the env, statistics shared by its envs),
+            clipped to [-10, 10], as CleanRL's MuJoCo recipe does. The statistics
+            are saved in checkpoints and frozen for evaluation.
         collector: ``"rollout"``: a :class:`~torchfrag.fragments.Rollout` over a
             :class:`~torchfrag.envs.PoolEnv` (per-step body captured, so a
             policy can place act and env apart); ``"pool"``: a
@@ -92,6 +97,7 @@ class PPOConfig:
     hidden: list[int] = field(default_factory=lambda: [64, 64])
     reward_scale: float = 1.0
     normalize_advantage: bool = True
+    obs_norm: bool = False
     collector: str = "rollout"
     pool_batch_size: int | None = None
     pool_deterministic: bool = True
@@ -112,11 +118,20 @@ class PPOConfig:
         return self.num_envs * self.steps
 
 
-def make_env(env_id: str, num_envs: int, seed: int = 0, **options: Any) -> EnvBase:
+def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_norm: bool = False,
+             **options: Any) -> EnvBase:
     """A :class:`~torchfrag.envs.PoolEnv` with only the observation exposed.
 
     Float64 observations (MuJoCo) are cast to float32 for the networks with
     TorchRL's ``DoubleToFloat`` transform.
+
+    Args:
+        env_id: A registered env id.
+        num_envs: Envs in the pool.
+        seed: One seed for the pool, or one per env.
+        obs_norm: Append running observation normalisation (``VecNormV2`` over
+            all envs, decay 0.99999) and a clip to [-10, 10].
+        **options: Env options for :func:`torchfrag.envs.make`.
 
     Example:
         >>> from torchfrag.algos.ppo import make_env
@@ -124,15 +139,40 @@ def make_env(env_id: str, num_envs: int, seed: int = 0, **options: Any) -> EnvBa
         torch.Size([2])
         >>> make_env("HalfCheetah-v5", 2).observation_spec["observation"].dtype
         torch.float32
+        >>> make_env("Pendulum-v1", 2, obs_norm=True).transform[0].__class__.__name__
+        'VecNormV2'
     """
-    from torchrl.envs import DoubleToFloat, TransformedEnv
+    from torchrl.envs import ClipTransform, Compose, DoubleToFloat, TransformedEnv, VecNormV2
 
     from torchfrag.envs import PoolEnv
 
     env = PoolEnv(env_id, num_envs=num_envs, seed=seed, info_keys=[], **options)
+    transforms = []
     if env.observation_spec["observation"].dtype == torch.float64:
-        return TransformedEnv(env, DoubleToFloat(in_keys=["observation"]))
-    return env
+        transforms.append(DoubleToFloat(in_keys=["observation"]))
+    if obs_norm:
+        transforms += [VecNormV2(in_keys=["observation"], decay=0.99999, eps=1e-8,
+                                 reduce_batch_dims=True),
+                       ClipTransform(in_keys=["observation"], low=-10.0, high=10.0)]
+    return TransformedEnv(env, Compose(*transforms)) if transforms else env
+
+
+def frozen_obs_norm(env: EnvBase) -> Any:
+    """A frozen copy of ``env``'s observation normalisation (for evaluation envs), or ``None``.
+
+    Example:
+        >>> from torchfrag.algos.ppo import frozen_obs_norm, make_env
+        >>> frozen_obs_norm(make_env("CartPole-v1", 2)) is None
+        True
+        >>> type(frozen_obs_norm(make_env("CartPole-v1", 2, obs_norm=True))).__name__
+        'Compose'
+    """
+    from torchrl.envs import ClipTransform, Compose, VecNormV2
+
+    for t in getattr(env, "transform", []) or []:
+        if isinstance(t, VecNormV2):
+            return Compose(t.frozen_copy(), ClipTransform(in_keys=["observation"], low=-10.0, high=10.0))
+    return None
 
 
 def _ortho(layer: nn.Module, gain: float) -> None:
@@ -263,17 +303,26 @@ class PPOLoop(nn.Module):
 
     # -- checkpoints -------------------------------------------------------------------
     def training_state(self) -> dict[str, Any]:
-        """Everything needed to resume: weights, optimizer, counters."""
-        return {"model": {"actor": self.actor.state_dict(), "critic": self.critic.state_dict()},
-                "learn": self.learn.state_dict_extra(), "frames": self.rollout.frames}
+        """Everything needed to resume: weights, optimizer, counters, observation statistics."""
+        state = {"model": {"actor": self.actor.state_dict(), "critic": self.critic.state_dict()},
+                 "learn": self.learn.state_dict_extra(), "frames": self.rollout.frames}
+        if self.cfg.obs_norm and self.env is not None:
+            state["obs_norm"] = self.env.transform.state_dict()
+        return state
 
     def load_training_state(self, state: dict[str, Any]) -> None:
         """Restores :meth:`training_state` (the env restarts from a reset)."""
         self.actor.load_state_dict(state["model"]["actor"])
         self.critic.load_state_dict(state["model"]["critic"])
         self.learn.load_state_dict_extra(state["learn"])
+        if "obs_norm" in state and self.env is not None:
+            self.env.transform.load_state_dict(state["obs_norm"])
         self.rollout.frames = int(state["frames"])
         self.rollout.reset()
+
+    def eval_transform(self) -> Any:
+        """What an evaluation env must apply to match training (frozen observation statistics)."""
+        return frozen_obs_norm(self.env) if self.env is not None else None
 
     def close(self) -> None:
         """Closes the env (or shuts the collector down)."""
@@ -309,6 +358,10 @@ def make_ppo(env_id: str, cfg: PPOConfig | dict | None = None, seed: int = 0,
     if cfg.collector == "pool":
         from torchfrag.collectors import PoolCollector
 
+        if cfg.obs_norm:
+            raise ValueError("obs_norm needs collector='rollout' (the pool collector has no env "
+                             "transforms)")
+
         spec_env = make_env(env_id, 1, seed=seed, **(env_options or {}))
         actor, critic = make_actor_critic(spec_env, cfg.hidden)
         spec_env.close()
@@ -316,6 +369,6 @@ def make_ppo(env_id: str, cfg: PPOConfig | dict | None = None, seed: int = 0,
                             num_envs=cfg.num_envs, batch_size=cfg.pool_batch_size, seed=seed,
                             deterministic=cfg.pool_deterministic, **(env_options or {}))
     else:
-        env = make_env(env_id, cfg.num_envs, seed=seed, **(env_options or {}))
+        env = make_env(env_id, cfg.num_envs, seed=seed, obs_norm=cfg.obs_norm, **(env_options or {}))
         actor, critic = make_actor_critic(env, cfg.hidden)
     return PPOLoop(env, actor, critic, cfg)

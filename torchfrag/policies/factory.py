@@ -112,18 +112,17 @@ class PPOFactory:
     def __call__(self, env_slice: EnvSlice | None = None) -> nn.Module:
         import torch
 
-        from torchfrag.algos.ppo import PPOLoop, make_actor_critic
-        from torchfrag.envs import PoolEnv
+        from torchfrag.algos.ppo import PPOLoop, make_actor_critic, make_env
         from torchfrag.fragments import Rollout
 
         cfg = self.config()
         torch.manual_seed(int(self.seed))
         opts = dict(self.env_options)
         if env_slice is None:
-            env = PoolEnv(self.env_id, num_envs=cfg.num_envs, seed=int(self.seed), info_keys=[], **opts)
+            env = make_env(self.env_id, cfg.num_envs, seed=int(self.seed), obs_norm=cfg.obs_norm, **opts)
         else:
-            env = PoolEnv(self.env_id, num_envs=env_slice.count,
-                          seed=slice_seeds(int(self.seed), env_slice), info_keys=[], **opts)
+            env = make_env(self.env_id, env_slice.count, seed=slice_seeds(int(self.seed), env_slice),
+                           obs_norm=cfg.obs_norm, **opts)
         actor, critic = make_actor_critic(env, list(cfg.hidden))
         loop = PPOLoop(env, actor, critic, cfg)
         if self.exploration != "random":

@@ -11,6 +11,7 @@ Examples (shell)::
     python -m benchmarks.learning --quick                      # minutes: short runs of every task
     python -m benchmarks.learning --task ppo-cartpole --seeds 0 1 2
     python -m benchmarks.learning --task dqn-cartpole --frames 500000 --tag dqn500k
+    python -m benchmarks.learning --merge hc_s0 hc_s12 dqn500k  # one table/plot of earlier runs
 
 Example:
     >>> from benchmarks.learning import TASKS
@@ -20,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import os
@@ -192,6 +194,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--time-limit", type=float, default=None, help="seconds per seed")
     p.add_argument("--quick", action="store_true", help="short budgets, 1 seed: minutes in all")
     p.add_argument("--tag", default=None, help="results/learning_<tag>.json")
+    p.add_argument("--merge", nargs="*", default=None, metavar="TAG",
+                   help="combine the runs of results/learning_<TAG>.json files (no training)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     import torch
@@ -200,35 +204,56 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     names = args.task or (QUICK if args.quick else list(TASKS))
     seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
     out: dict[str, Any] = {"machine": machine_info(), "quick": args.quick, "tasks": {}}
+    if args.merge:
+        merged: dict[str, list[dict[str, Any]]] = {}
+        for tag in args.merge:
+            with open(os.path.join(RESULTS_DIR, f"learning_{tag}.json")) as f:
+                for name, res in json.load(f)["tasks"].items():
+                    merged.setdefault(name, []).extend(res["runs"])
+        out["merged_from"] = list(args.merge)
+        for name, runs in merged.items():
+            out["tasks"][name] = summarize(name, runs, max(r["frames"] for r in runs))
+    else:
+        for name in names:
+            task = TASKS[name]
+            frames = args.frames or (task.quick_frames if args.quick else task.frames)
+            runs = []
+            for seed in seeds:
+                logger.info("%s seed %d: %d frames", name, seed, frames)
+                runs.append(run_one(task, seed, frames, args.time_limit))
+                logger.info("%s seed %d: return %s after %d frames, %.0fs, %.0f frames/s", name,
+                            seed, runs[-1]["final_return"], runs[-1]["frames"], runs[-1]["seconds"],
+                            runs[-1]["fps"])
+            out["tasks"][name] = summarize(name, runs, frames)
     table = []
-    for name in names:
-        task = TASKS[name]
-        frames = args.frames or (task.quick_frames if args.quick else task.frames)
-        runs = []
-        for seed in seeds:
-            logger.info("%s seed %d: %d frames", name, seed, frames)
-            runs.append(run_one(task, seed, frames, args.time_limit))
-            logger.info("%s seed %d: return %s after %d frames, %.0fs, %.0f frames/s", name, seed,
-                        runs[-1]["final_return"], runs[-1]["frames"], runs[-1]["seconds"], runs[-1]["fps"])
-        finals = [r["final_return"] for r in runs if r["final_return"] is not None]
-        fps = sorted(r["fps"] for r in runs)
-        res = {"algo": task.algo, "env": task.env, "preset": task.preset, "budget": frames,
-               "reference": task.reference, "reference_frames": task.reference_frames,
-               "reference_source": task.reference_source, "runs": runs,
-               "final_return_mean": sum(finals) / len(finals) if finals else None,
-               "fps_median": fps[len(fps) // 2], "seconds_total": sum(r["seconds"] for r in runs),
-               "curve": _mean_curve(runs)}
-        out["tasks"][name] = res
-        table.append([name, f"{min(r['frames'] for r in runs):,}", len(runs),
+    for name, res in out["tasks"].items():
+        ref = res["reference"]
+        table.append([name, f"{min(r['frames'] for r in res['runs']):,}",
+                      " ".join(str(r["seed"]) for r in res["runs"]),
                       "-" if res["final_return_mean"] is None else f"{res['final_return_mean']:.1f}",
-                      "-" if task.reference is None else f"{task.reference} @ {task.reference_frames:,}",
+                      " / ".join("-" if r["final_return"] is None else f"{r['final_return']:.1f}"
+                                 for r in res["runs"]),
+                      "-" if ref is None else f"{ref} @ {res['reference_frames']:,}",
                       f"{res['fps_median']:.0f}", f"{res['seconds_total']:.0f}"])
-    print_table(["task", "frames", "seeds", "return (last 10%)", "CleanRL", "frames/s", "wall s"],
-                table, title="learning results (torchfrag, local executor, this machine)")
+    print_table(["task", "frames", "seeds", "return (last 10%)", "per seed", "CleanRL", "frames/s",
+                 "wall s"], table, title="learning results (torchfrag, local executor, this machine)")
     stem = "learning" + (f"_{args.tag}" if args.tag else ("_quick" if args.quick else ""))
     write_json(stem, out)
     plot(out, os.path.join(RESULTS_DIR, stem + ".png"))
     return out
+
+
+def summarize(name: str, runs: list[dict[str, Any]], frames: int) -> dict[str, Any]:
+    """One task's entry of the results: its runs, the mean final return, frames/s, the mean curve."""
+    task = TASKS[name]
+    finals = [r["final_return"] for r in runs if r["final_return"] is not None]
+    fps = sorted(r["fps"] for r in runs)
+    return {"algo": task.algo, "env": task.env, "preset": task.preset, "budget": frames,
+            "reference": task.reference, "reference_frames": task.reference_frames,
+            "reference_source": task.reference_source, "runs": runs,
+            "final_return_mean": sum(finals) / len(finals) if finals else None,
+            "fps_median": fps[len(fps) // 2], "seconds_total": sum(r["seconds"] for r in runs),
+            "curve": _mean_curve(runs)}
 
 
 if __name__ == "__main__":

@@ -20,6 +20,30 @@ shared: compare ratios within one run, not across runs):
   the collector's workers after every learn step (``update_policy_weights_``).
 * Frames/s are measured between iteration ``warmup`` and the last one, so the
   worker start-up (spawn, import torch: seconds) is excluded.
+* Every policy runs with its defaults (``actors``: the advantage on the learner,
+  on the gathered batch; actors roll out under ``torch.inference_mode``) and the
+  same PPO settings for every policy and worker count: one epoch, one minibatch
+  of the whole batch per iteration.
+
+Where the time of a synchronous ``actors`` iteration goes on the slow env (2-core
+machine, one core busy with a nice-19 run; one iteration, medians of a few runs)::
+
+    phase                                         1 worker   8 workers
+    rollout on each actor (env sleep + act)       ~580 ms    ~600-650 ms
+      of which env steps (1024 sleeps/actor)      ~570 ms    ~600-630 ms
+    first request -> last actor starting           ~2 ms      ~8-10 ms
+    spread of the actors' finish times             -          ~20-35 ms
+    last answer -> batch gathered (cat)            ~2-3 ms    ~2-4 ms
+    GAE + PPO update on the driver (serial)        ~10 ms     ~35-60 ms
+    iteration                                     ~600 ms    ~680-730 ms
+
+The learner grows with N (N times the frames); the rest of the growth is the
+actors contending for 2 cores (8 pool threads waking every ~1 ms, 8 Python
+act loops) and waiting for the slowest actor. GAE on the actors
+(``advantage="actors"``) or on each batch as it arrives (``"on_arrival"``) did
+not measurably change the 8-worker iteration on this machine (within +-20 ms of
+run-to-run noise); two intra-op threads for the learner made it 5-15x slower
+on this shared machine (OpenMP threads descheduled), so the learner stays on one.
 
 Run ``python -m benchmarks.policies`` (``--quick`` for a short run). Results go
 to ``benchmarks/results/policies.{json,png}``. The script's entry point is
@@ -37,7 +61,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from benchmarks._common import (  # noqa: E402
     alternate,
-    bar_plot,
     fmt_ratio,
     fmt_rate,
     median,
@@ -227,16 +250,68 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                            "actors_vs_multisync": vs}
     results["quick"] = quick
     path = write_json("policies", results)
-    groups, series = [], {}
-    for env_name, table in results["scaling"].items():
-        for pol, per in table.items():
-            for n, r in per.items():
-                groups.append(f"{env_name} {pol} x{n}")
-                series.setdefault("frames/s", []).append(r["fps"])
-    bar_plot("policies", groups, series, "PPO frames/s",
-             f"PPO under distribution policies (slow env: 1 ms/step; {'quick' if quick else 'full'} run)")
-    print(f"wrote {path}")
+    png = plot(results)
+    print(f"wrote {path} and {png}")
     return results
+
+
+def plot(results: dict[str, Any], name: str = "policies") -> str:
+    """Two panels: scaling efficiency vs workers per policy (slow env and CartPole), and the
+    headline pairs (``actors`` vs ``MultiSyncCollector`` on CartPole, 1 vs N workers on the slow
+    env). Writes ``benchmarks/results/<name>.png`` and returns its path."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from benchmarks._common import RESULTS_DIR
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.4, 1]})
+    styles = {"slow": ("-", "o"), "cartpole": (":", "s")}
+    for env_name, table in results["scaling"].items():
+        line, marker = styles.get(env_name, ("--", "^"))
+        for j, (pol, per) in enumerate(table.items()):
+            pts = sorted((int(n), r["efficiency"]) for n, r in per.items() if "efficiency" in r)
+            if len(pts) < 2:
+                continue
+            ax.plot([n for n, _ in pts], [e for _, e in pts], line, marker=marker, color=f"C{j}",
+                    label=f"{pol} ({env_name})")
+    ax.axhline(7 / 8, color="grey", lw=0.8, ls="--")
+    ax.text(1.05, 7 / 8 - 0.05, "7x at 8 workers (goal)", fontsize=8, color="grey")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([1, 2, 4, 8], ["1", "2", "4", "8"])
+    ax.set_ylim(0, 1.1)
+    ax.set_xlabel("workers")
+    ax.set_ylabel("scaling efficiency  fps(N) / (N fps(1))")
+    ax.set_title("weak scaling (slow env: 1 ms/step; CartPole)", fontsize=10)
+    ax.legend(fontsize=7, ncol=2, loc="lower left")
+    ax.grid(alpha=0.3)
+
+    head = results.get("headline", {})
+    med = head.get("median", {})
+    if med:
+        labels = list(med)
+        vals = [med[k] for k in labels]
+        colors = ["C0" if "MultiSync" not in k else "C3" for k in labels]
+        ypos = range(len(labels))
+        bx.barh(list(ypos), vals, color=colors)
+        bx.set_yticks(list(ypos), labels, fontsize=8)
+        bx.invert_yaxis()
+        bx.set_xscale("log")
+        for y, v in zip(ypos, vals):
+            bx.text(v, y, f" {v:,.0f}", va="center", fontsize=7)
+        bx.set_xlabel("PPO frames/s (median of alternating runs, log scale)")
+        bx.set_title(f"actors x{head.get('workers')}/x1 = {head.get('slow_speedup', float('nan')):.2f}x; "
+                     f"actors/MultiSync (CartPole x2) = {head.get('actors_vs_multisync', float('nan')):.2f}x",
+                     fontsize=9)
+        bx.grid(alpha=0.3, axis="x")
+    fig.suptitle(f"PPO under distribution policies ({'quick' if results.get('quick') else 'full'} run)",
+                 fontsize=11)
+    fig.tight_layout()
+    path = os.path.join(RESULTS_DIR, f"{name}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 if __name__ == "__main__":

@@ -29,6 +29,16 @@ def graph():
 def test_placement_roles(graph):
     pl = ActorsPolicy(actors=2).place(graph)
     assert pl.roles == {"rollout": "actor", "advantage": "learner", "learn": "learner"}
+    assert ActorsPolicy(actors=2, advantage="on_arrival").place(graph).roles == pl.roles
+    # GAE works on each env's trajectory alone: it may run on the actors with the rollout.
+    pl = ActorsPolicy(actors=2, advantage="actors").place(graph)
+    assert pl.roles == {"rollout": "actor", "advantage": "actor", "learn": "learner"}
+    pl = ActorsPolicy(actors=2, advantage="actors", placement={"advantage": "learner"}).place(graph)
+    assert pl.roles["advantage"] == "learner"
+    with pytest.raises(PolicyError, match="advantage must be one of"):
+        ActorsPolicy(actors=2, advantage="gpu").place(graph)
+    # async actors keep the advantage on the learner (current critic, not the stale one).
+    assert as_policy({"name": "async_actors"}).place(graph).roles["advantage"] == "learner"
     pl = as_policy("central_inference").place(graph)
     assert set(pl.roles.values()) == {"learner"}
     pl = DataParallelPolicy(workers=3).place(graph)
@@ -51,6 +61,24 @@ def test_bad_configs_fail_before_any_process(graph, cfg, match):
     with pytest.raises(PolicyError, match=match):
         run(graph, cfg, iterations=1, factory=PPOFactory("CartPole-v1", CFG))
     assert len(children()) == before
+
+
+def test_per_env_chain_and_bad_actor_chain():
+    from torchfrag.policies.base import per_env_chain
+
+    loop = PPOFactory("CartPole-v1", {**CFG, "reward_scale": 0.1})()
+    g = capture(loop)
+    assert per_env_chain(g, "rollout") == ["scale", "advantage"]
+    assert ActorsPolicy(actors=2, advantage="actors").place(g).nodes_of("actor") == \
+        ["rollout", "scale", "advantage"]
+    # The actors run the rollout and a prefix of the chain after it, nothing else.
+    with pytest.raises(PolicyError, match="chain"):
+        ActorsPolicy(actors=2, advantage="actors", placement={"scale": "learner"}).place(g)
+    with pytest.raises(PolicyError, match="chain"):
+        ActorsPolicy(actors=2, placement={"learn": "actor"}).place(g)
+    with pytest.raises(PolicyError, match="chain"):
+        ActorsPolicy(actors=2, placement={"rollout": "learner"}).place(g)
+    loop.close()
 
 
 def test_too_many_actors_for_envs(graph):

@@ -64,14 +64,32 @@ def test_data_parallel_sharded_differs_but_trains(local_random):
     assert loop.rollout.frames == 2 * ITER * CFG["num_envs"] * CFG["steps"]
 
 
-def test_actors_equal_local(local_mode):
+@pytest.mark.parametrize("advantage", ["on_arrival", "learner", "actors"])
+def test_actors_equal_local(local_mode, advantage):
     # Rollouts are deterministic (mode actions), so trajectories are identical; the act
-    # network then runs on batches of 2 instead of 4, whose matmuls round differently in
-    # the last bit: stated tolerance 1e-6 absolute.
-    loop, res = _run({"name": "actors", "actors": 2}, exploration="mode")
+    # network (and, unless the advantage runs on the gathered batch, the critic) then runs
+    # on batches of 2 envs instead of 4, whose matmuls round differently in the last bit:
+    # stated tolerance 1e-6 absolute.
+    loop, res = _run({"name": "actors", "actors": 2, "advantage": advantage}, exploration="mode")
     torch.testing.assert_close(params(loop), local_mode, rtol=0, atol=1e-6)
     assert res.extra["comm"]["calls"] == 2
     assert res.extra["comm"]["bytes"] > 0
+
+
+@pytest.mark.parametrize("advantage", ["on_arrival", "actors"])
+def test_actors_reward_scale_per_batch_keeps_raw_episode_returns(advantage):
+    # Reward scaling and GAE run per actor batch (on arrival or on the actors); the driver's
+    # episode statistics still count the env's own rewards, as local's do.
+    cfg = {**CFG, "reward_scale": 0.5}
+    ref = PPOFactory("CartPole-v1", cfg, exploration="mode")()
+    run(capture(ref), "local", iterations=ITER)
+    f = PPOFactory("CartPole-v1", cfg, exploration="mode")
+    loop = f()
+    run(capture(loop), {"name": "actors", "actors": 2, "advantage": advantage}, iterations=ITER, factory=f)
+    assert wait_no_children() == []
+    assert loop.rollout.stats.returns == ref.rollout.stats.returns and ref.rollout.stats.returns
+    torch.testing.assert_close(params(loop), params(ref), rtol=0, atol=1e-6)
+    ref.close(), loop.close()
 
 
 def test_async_actors_staleness_bound():

@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "PolicyError", "Policy", "LocalPolicy", "ActorsPolicy", "AsyncActorsPolicy",
     "CentralInferencePolicy", "DataParallelPolicy", "SingleDevicePolicy",
-    "Placement", "POLICY_CLASSES", "as_policy", "MAX_WORKERS",
+    "Placement", "POLICY_CLASSES", "as_policy", "MAX_WORKERS", "is_per_env", "per_env_chain",
 ]
 
 #: Upper bound on the workers of one run (a guard against typos such as ``actors=4000``).
@@ -165,6 +165,71 @@ def env_nodes(graph: FragmentGraph) -> list[str]:
     return [n.name for n in graph.nodes if isinstance(n.module, Rollout)]
 
 
+#: Where an actors policy runs the per-env fragments after the rollout.
+ADVANTAGE_MODES = ("learner", "on_arrival", "actors")
+
+#: Value estimators that work on each env's trajectory alone (no statistic over the whole batch).
+_PER_ENV_ESTIMATORS = ("GAE", "TD0Estimator", "TD1Estimator", "TDLambdaEstimator")
+
+
+def is_per_env(module: Any) -> bool:
+    """Whether a fragment computes every env's rows from that env's rows alone.
+
+    Such a fragment gives the same result on a batch as on its env slices concatenated
+    (up to the rounding of smaller matmuls), so a policy may run it on the actors, each
+    on its own slice. Known per-env fragments: reward scaling and
+    :class:`~torchfrag.fragments.Advantage` over GAE / TD estimators without batch-wide
+    averaging (``average_gae`` / ``average_rewards`` off).
+
+    Example:
+        >>> import torch
+        >>> from tensordict.nn import TensorDictModule
+        >>> from torchrl.objectives.value import GAE
+        >>> from torchfrag.fragments import Advantage
+        >>> critic = TensorDictModule(torch.nn.Linear(4, 1), ["observation"], ["state_value"])
+        >>> is_per_env(Advantage(GAE(gamma=0.99, lmbda=0.95, value_network=critic)))
+        True
+        >>> is_per_env(Advantage(GAE(gamma=0.99, lmbda=0.95, value_network=critic, average_gae=True)))
+        False
+    """
+    from torchfrag.fragments import Advantage
+
+    if isinstance(module, Advantage):
+        est = module.estimator
+        return (type(est).__name__ in _PER_ENV_ESTIMATORS and not getattr(est, "average_gae", False)
+                and not getattr(est, "average_rewards", False))
+    return type(module).__name__ == "RewardScale"
+
+
+def per_env_chain(graph: FragmentGraph, rollout: str, per_env_only: bool = True) -> list[str]:
+    """The fragments that follow ``rollout`` in a chain (each the only user of the one before).
+
+    In a PPO loop ``rollout -> [scale] -> advantage -> learn`` this is
+    ``["scale", "advantage"]``: fragments that an ``actors`` policy can run on
+    every actor, after its rollout and on its own batch.
+
+    Args:
+        graph: The captured loop.
+        rollout: The rollout node.
+        per_env_only: Stop at the first fragment that is not per-env (:func:`is_per_env`);
+            ``False`` follows the chain structure alone (impure fragments still end it).
+    """
+    fx_nodes = {n.name: n for n in graph.module.graph.nodes if n.op == "call_module"}
+    chain: list[str] = []
+    prev = fx_nodes.get(rollout)
+    while prev is not None and len(prev.users) == 1:
+        nxt = next(iter(prev.users))
+        if (nxt.op != "call_module" or nxt.name not in fx_nodes or list(nxt.args) != [prev]
+                or nxt.kwargs):
+            break
+        frag = graph.node(nxt.name)
+        if frag.impure or (per_env_only and not is_per_env(frag.module)):
+            break
+        chain.append(nxt.name)
+        prev = nxt
+    return chain
+
+
 def _one_rollout(policy: Policy, graph: FragmentGraph, finder: Any = rollout_nodes) -> str:
     found = finder(graph)
     if len(found) != 1:
@@ -191,9 +256,23 @@ class LocalPolicy(Policy):
 class ActorsPolicy(Policy):
     """N actor workers run env + act (the rollout); the learner gathers rollouts every iteration.
 
-    Weights are broadcast back along the graph's shared-parameter edge (learn ->
-    rollout) every ``sync_every`` iterations, in the same RPC call that asks for
-    the next rollout (one call per actor per iteration).
+    Weights are broadcast back along the graph's shared-parameter edges (learn ->
+    rollout, and learn -> advantage when the advantage runs on the actors) every
+    ``sync_every`` iterations, in the same RPC call that asks for the next rollout
+    (one call per actor per iteration).
+
+    ``advantage`` says where the per-env fragments that follow the rollout (reward
+    scaling, GAE: :func:`per_env_chain`) run:
+
+    * ``"learner"`` (default): on the learner, on the gathered batch;
+    * ``"on_arrival"``: on the learner, on each actor's batch as soon as it arrives,
+      while the learner still waits for the slower actors (the wait hides part of
+      their cost);
+    * ``"actors"``: on every actor after its rollout, with the weights that came with
+      the request (the learner's current ones: the policy is synchronous), as
+      RLlib's rollout workers do; useful where every actor has a core of its own.
+
+    Per-batch GAE equals ``local`` up to the rounding of the critic's smaller matmuls.
 
     Attributes:
         actors: Actor worker processes.
@@ -203,6 +282,8 @@ class ActorsPolicy(Policy):
         sync_every: Broadcast weights every this many iterations.
         on_failure: ``"raise"`` (default) or ``"continue"`` with the remaining actors.
         env_threads: Threads of each actor's env pool (``None``: the pool default).
+        advantage: Where the per-env fragments after the rollout run: ``"learner"``,
+            ``"on_arrival"`` or ``"actors"`` (see above). ``placement`` overrides it per fragment.
 
     Example:
         >>> from torchfrag.policies import ActorsPolicy
@@ -216,6 +297,7 @@ class ActorsPolicy(Policy):
     sync_every: int = 1
     on_failure: str = "raise"
     env_threads: int | None = None
+    advantage: str = "learner"
     roles: ClassVar[tuple[str, ...]] = ("learner", "actor")
 
     @property
@@ -229,13 +311,35 @@ class ActorsPolicy(Policy):
             raise PolicyError(f"policy {self.name}: envs_per_actor must be >= 1, got {self.envs_per_actor}")
         if self.sync_every < 1:
             raise PolicyError(f"policy {self.name}: sync_every must be >= 1, got {self.sync_every}")
+        if self.advantage not in ADVANTAGE_MODES:
+            raise PolicyError(f"policy {self.name}: advantage must be one of {list(ADVANTAGE_MODES)}, "
+                              f"got {self.advantage!r}")
         if self.on_failure not in ("raise", "continue"):
             raise PolicyError(f"policy {self.name}: on_failure must be 'raise' or 'continue', "
                               f"got {self.on_failure!r}")
         super().validate()
 
+    def place(self, graph: FragmentGraph) -> Placement:
+        placement = super().place(graph)
+        rollout = _one_rollout(self, graph)
+        on_actors = placement.nodes_of("actor")
+        chain = [rollout, *per_env_chain(graph, rollout, per_env_only=False)]
+        if rollout not in on_actors or on_actors != chain[:len(on_actors)]:
+            raise PolicyError(
+                f"policy {self.name}: the actors run the rollout and, optionally, the fragments that "
+                f"follow it in a chain ({' -> '.join(chain)}); placement puts {on_actors} on them")
+        for name in on_actors[1:]:
+            if not is_per_env(graph.fragment(name)):
+                logger.warning("policy %s: %s runs on the actors, each on its own envs' batch; the "
+                               "result differs from local unless it treats every env alone",
+                               self.name, name)
+        return placement
+
     def _default_role(self, graph: FragmentGraph, node: str) -> str:
-        return "actor" if node == _one_rollout(self, graph) else "learner"
+        rollout = _one_rollout(self, graph)
+        if node == rollout or (self.advantage == "actors" and node in per_env_chain(graph, rollout)):
+            return "actor"
+        return "learner"
 
 
 @dataclass
@@ -245,7 +349,9 @@ class AsyncActorsPolicy(ActorsPolicy):
     Each learner step consumes ``batches_per_learn`` rollouts (default: one per
     actor) in arrival order. A rollout made with weights more than ``staleness``
     learner versions old is dropped (and counted). Metrics report the policy lag
-    of every consumed batch.
+    of every consumed batch. The advantage stays on the learner by default
+    (``advantage="learner"``): computed there, it uses the current critic rather
+    than the stale one the rollout ran with.
 
     Attributes:
         staleness: Largest policy lag a consumed batch may have.
@@ -262,6 +368,7 @@ class AsyncActorsPolicy(ActorsPolicy):
     staleness: int = 2
     prefetch: int = 1
     batches_per_learn: int | None = None
+    advantage: str = "learner"
 
     def validate(self) -> None:
         if self.staleness < 0:
@@ -270,6 +377,9 @@ class AsyncActorsPolicy(ActorsPolicy):
             raise PolicyError(f"policy {self.name}: prefetch must be >= 1, got {self.prefetch}")
         if self.batches_per_learn is not None and self.batches_per_learn < 1:
             raise PolicyError(f"policy {self.name}: batches_per_learn must be >= 1")
+        if self.advantage == "on_arrival":
+            raise PolicyError(f"policy {self.name}: advantage must be 'learner' or 'actors' "
+                              "(batches are consumed as they arrive already)")
         super().validate()
 
 

@@ -79,7 +79,8 @@ def crossings(placement: Placement) -> list[Crossing]:
     out: list[Crossing] = []
     name = policy.name
     if name in ("actors", "async_actors"):
-        node = placement.nodes_of("actor")[0]
+        chain = placement.nodes_of("actor")  # the rollout, then the per-env fragments run with it
+        node = chain[0]
         frag = graph.fragment(node)
         n_act = int(policy.actors)
         steps = int(getattr(frag, "steps", 1))
@@ -88,15 +89,17 @@ def crossings(placement: Placement) -> list[Crossing]:
         envs = total if policy.envs_per_actor is None else int(policy.envs_per_actor) * n_act
         per = _step_bytes(frag)[0] if env is not None else 0
         for e in graph.edges:
-            if e.src == node and placement.roles.get(e.dst) != "actor":
-                out.append(Crossing(f"{node}@actor[{n_act}]", f"{e.dst}@{placement.roles[e.dst]}", "data",
-                                    ", ".join(e.keys) or "batch", n_act, per * steps * envs))
-        params = frag.read_parameters()
-        wbytes = sum(p.numel() * p.element_size() for p in params)
+            if e.src in chain and placement.roles.get(e.dst) != "actor":
+                # The rollout's transitions; after it, one float32 per frame and key (advantage, ...).
+                nbytes = per * steps * envs if e.src == node else 4 * len(e.keys) * steps * envs
+                out.append(Crossing(f"{e.src}@actor[{n_act}]", f"{e.dst}@{placement.roles[e.dst]}", "data",
+                                    ", ".join(e.keys) or "batch", n_act if e.src == node else 0, nbytes))
+        every = int(policy.sync_every)
         for s in graph.shared:
-            if s.kind == "weights" and s.dst == node:
-                every = int(policy.sync_every)
-                out.append(Crossing(f"{s.src}@learner", f"{node}@actor[{n_act}]", "weights",
+            if s.kind == "weights" and s.dst in chain:
+                params = graph.fragment(s.dst).read_parameters()
+                wbytes = sum(p.numel() * p.element_size() for p in params)
+                out.append(Crossing(f"{s.src}@learner", f"{s.dst}@actor[{n_act}]", "weights",
                                     f"{s.tensors} tensors, {s.numel} params (every {every} it.)",
                                     0, wbytes * n_act // every))
     elif name == "central_inference":

@@ -172,6 +172,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--repeats", type=int, default=None, help="alternating repeats of the headline pairs")
     p.add_argument("--workers", type=int, nargs="*", default=None)
     p.add_argument("--policies", nargs="*", default=None)
+    p.add_argument("--headline-only", action="store_true",
+                   help="only the alternating headline pairs (results/policies_headline.json)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     quick = args.quick
@@ -191,8 +193,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "iterations": iters, "repeats": repeats, "ppo": "epochs=1, one minibatch per iteration",
         "pool_threads_per_worker": 1}}
     rows = []
-    for env_name, env, epw, steps in (("slow", SLOW, slow_epw, slow_steps),
-                                      ("cartpole", CARTPOLE, cp_epw, cp_steps)):
+    for env_name, env, epw, steps in (() if args.headline_only else
+                                      (("slow", SLOW, slow_epw, slow_steps),
+                                       ("cartpole", CARTPOLE, cp_epw, cp_steps))):
         table: dict[str, dict[int, dict[str, float]]] = {}
         base = ppo_fps(env, "local", 1, epw, steps, warmup, iters)
         table["local"] = {1: base}
@@ -215,8 +218,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              f"{r['calls'] + r['allreduce_calls']:.1f}"])
                 logger.warning("%s %s x%d: %.0f frames/s", env_name, pol, n, r["fps"])
         results["scaling"][env_name] = table
-    print_table(["env", "policy", "workers", "frames/s", "efficiency", "bytes/iter", "calls/iter"], rows,
-                title="PPO frames/s (efficiency = fps(N) / (N * fps(1)), weak scaling)")
+    if rows:
+        print_table(["env", "policy", "workers", "frames/s", "efficiency", "bytes/iter", "calls/iter"],
+                    rows, title="PPO frames/s (efficiency = fps(N) / (N * fps(1)), weak scaling)")
 
     # Headline pairs, alternating order, medians.
     top = max(workers)
@@ -249,6 +253,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                            "slow_efficiency_async": speedup_async / top,
                            "actors_vs_multisync": vs}
     results["quick"] = quick
+    if args.headline_only:
+        path = write_json("policies_headline", results)
+        print(f"wrote {path}")
+        return results
     path = write_json("policies", results)
     png = plot(results)
     print(f"wrote {path} and {png}")

@@ -78,9 +78,11 @@ def test_ctrl_c_stops_every_process(tmp_path):
     kids = ps.children(recursive=True)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: SIGINT to the foreground group
     try:
-        proc.wait(timeout=60)
+        out, _ = proc.communicate(timeout=60)  # drains the output: a full pipe must not block it
     except subprocess.TimeoutExpired:
         proc.kill()
-        pytest.fail("the driver did not exit within 60s of Ctrl-C")
+        out, _ = proc.communicate()
+        pytest.fail("the driver did not exit within 60s of Ctrl-C; its output ends with:\n"
+                    + out.decode(errors="replace")[-3000:])
     gone, alive = psutil.wait_procs(kids, timeout=20)
     assert alive == [], alive

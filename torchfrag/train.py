@@ -374,7 +374,15 @@ def main() -> None:
     import hydra
 
     register_schemas()
-    hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_hydra_main)()
+    try:
+        hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_hydra_main)()
+    except KeyboardInterrupt:
+        # The run's cleanup (workers stopped and reaped, envs closed) already ran on the way
+        # out. Exit now: interpreter teardown could otherwise wait on RPC's exit handlers or
+        # on threads left blocked by the interrupted start-up. 130 = killed by SIGINT.
+        logger.warning("interrupted (Ctrl-C)")
+        logging.shutdown()
+        os._exit(130)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,10 @@ def test_ctrl_c_stops_every_process(tmp_path):
         [sys.executable, "-m", "torchfrag.train", "policy=actors", "policy.actors=2", "progress=false",
          "eval_episodes=0", "plot=false", "logger=none", f"hydra.run.dir={tmp_path}"],
         cwd=root, env={**os.environ, "PYTHONPATH": root}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        start_new_session=True)
+        start_new_session=True,
+        # As in a terminal's foreground job: a test run started in the background of a
+        # non-interactive shell (as CI may be) ignores SIGINT, and children inherit that.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     import psutil
 
     ps = psutil.Process(proc.pid)

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import asdict, dataclass, field, fields
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import torch
@@ -142,7 +142,7 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
         >>> make_env("Pendulum-v1", 2, obs_norm=True).transform[0].__class__.__name__
         'VecNormV2'
     """
-    from torchrl.envs import ClipTransform, Compose, DoubleToFloat, TransformedEnv, VecNormV2
+    from torchrl.envs import Compose, DoubleToFloat, TransformedEnv, VecNormV2
 
     from torchfrag.envs import PoolEnv
 
@@ -153,8 +153,15 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
     if obs_norm:
         transforms += [VecNormV2(in_keys=["observation"], decay=0.99999, eps=1e-8,
                                  reduce_batch_dims=True),
-                       ClipTransform(in_keys=["observation"], low=-10.0, high=10.0)]
+                       _obs_clip()]
     return TransformedEnv(env, Compose(*transforms)) if transforms else env
+
+
+def _obs_clip() -> Any:
+    """The clip that follows observation normalisation, in training and evaluation envs alike."""
+    from torchrl.envs import ClipTransform
+
+    return ClipTransform(in_keys=["observation"], low=-10.0, high=10.0)
 
 
 def frozen_obs_norm(env: EnvBase) -> Any:
@@ -167,11 +174,11 @@ def frozen_obs_norm(env: EnvBase) -> Any:
         >>> type(frozen_obs_norm(make_env("CartPole-v1", 2, obs_norm=True))).__name__
         'Compose'
     """
-    from torchrl.envs import ClipTransform, Compose, VecNormV2
+    from torchrl.envs import Compose, VecNormV2
 
     for t in getattr(env, "transform", []) or []:
         if isinstance(t, VecNormV2):
-            return Compose(t.frozen_copy(), ClipTransform(in_keys=["observation"], low=-10.0, high=10.0))
+            return Compose(t.frozen_copy(), _obs_clip())
     return None
 
 

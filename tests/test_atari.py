@@ -155,12 +155,17 @@ def test_rgb_observations_match_reference() -> None:
         assert rew[0] == r_rew
 
 
-def test_resize_matches_opencv_inter_area_for_other_sizes() -> None:
-    """Non-default sizes and frame stacks use the same INTER_AREA arithmetic."""
-    pool = make("Breakout-v5", num_envs=1, img_height=105, img_width=80, stack_num=2,
+@pytest.mark.parametrize("height,width", [(105, 80), (1, 1), (33, 160), (210, 7), (84, 53)])
+def test_resize_matches_opencv_inter_area_for_other_sizes(height: int, width: int) -> None:
+    """Non-default sizes and frame stacks use the same INTER_AREA arithmetic.
+
+    The sizes give 1 to 160 source columns per output column, which the
+    renderer handles with different code paths.
+    """
+    pool = make("Breakout-v5", num_envs=1, img_height=height, img_width=width, stack_num=2,
                 frame_skip=1, **ALIGN)
     obs, _ = pool.reset()
-    assert obs.shape == (1, 2, 105, 80)
+    assert obs.shape == (1, 2, height, width)
     ale = ale_py.ALEInterface()
     ale.setLoggerMode(ale_py.LoggerMode.Error)
     ale.setFloat("repeat_action_probability", 0.0)
@@ -171,8 +176,8 @@ def test_resize_matches_opencv_inter_area_for_other_sizes() -> None:
     for a in actions:
         ale.act(minimal[a])
         obs, *_ = pool.step(np.array([a]))
-        screen = cv2.resize(ale.getScreenGrayscale(), (80, 105), interpolation=cv2.INTER_AREA)
-        assert_close_frames(obs[0, -1], screen, "frame")
+        screen = cv2.resize(ale.getScreenGrayscale(), (width, height), interpolation=cv2.INTER_AREA)
+        assert_close_frames(obs[0, -1], screen.reshape(height, width), "frame")
 
 
 # -- option semantics -----------------------------------------------------------------------

@@ -146,7 +146,8 @@ class FrameRenderer {
       col_first_.push_back(cols[dx].front().index);
       for (const Tap& t : cols[dx]) col_w_[dx * ncol_ + (t.index - col_first_[dx])] = t.weight;
     }
-    // 2 * den_ <= 2 * 210 * 160, far below 2^32 (the divisor range of div_round).
+    // 2 * den_ <= 2 * 257 * 160 (the tallest ALE screen), far below 2^32,
+    // the divisor range of div_round.
     magic_ = UINT64_MAX / (2 * den_) + 1;
     gray_row_.assign(static_cast<size_t>(src_w), 0);
     acc_.assign(static_cast<size_t>(src_w + ncol_), 0);
@@ -212,8 +213,8 @@ class FrameRenderer {
       const uint8_t* g = gray_row_.data();
       for (int x = 0; x < src_w_; ++x) acc[x] = static_cast<uint16_t>(acc[x] + w * g[x]);
     }
-    // Horizontal pass; 84 of 160 columns (the usual case) have 3 taps, which
-    // unrolls into straight-line code.
+    // Horizontal pass.  Shrinking 160 columns to 84 (the usual case) needs at
+    // most 3 taps per column: a fixed count the compiler unrolls.
     if (ncol_ == 3) {
       horizontal<3>(out);
     } else {
@@ -238,7 +239,7 @@ class FrameRenderer {
   // x / (2 * den_) without a division instruction (a third of the render
   // time went to it): a multiply by the 64-bit reciprocal, exact for every
   // 32-bit x and divisor (Lemire, Kaser and Kurz, "Faster remainder by
-  // direct computation", 2019).  x <= 2 * 255 * den_ + den_ < 2^25 here.
+  // direct computation", 2019).  Here x <= 2 * 255 * den_ + den_ < 2^26.
   uint32_t div_round(uint32_t x) const {
     return static_cast<uint32_t>((static_cast<unsigned __int128>(magic_) * x) >> 64);
   }

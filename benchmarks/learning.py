@@ -70,7 +70,7 @@ TASKS = {
 QUICK = ["ppo-cartpole", "dqn-cartpole", "a2c-cartpole", "sac-pendulum", "ppo-halfcheetah", "ppo-pong"]
 
 
-def _algo_config(task: Task, frames: int) -> dict[str, Any]:
+def _algo_config(task: Task, frames: int, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from torchfrag.train import compose_config
@@ -79,7 +79,44 @@ def _algo_config(task: Task, frames: int) -> dict[str, Any]:
                          else [f"algo={task.preset}"])
     algo = OmegaConf.to_container(cfg.algo, resolve=True)
     algo["total_frames"] = frames
+    for key, value in (overrides or {}).items():
+        if key not in algo:
+            raise ValueError(f"--set {key}=...: the {task.preset} preset has no field {key!r} "
+                             f"(fields: {', '.join(sorted(algo))})")
+        algo[key] = value
     return algo
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["obs_norm=true", "lr=1e-3"]`` -> ``{"obs_norm": True, "lr": 0.001}`` (YAML values).
+
+    Examples:
+        >>> parse_overrides(["obs_norm=true", "hidden=[64, 64]"])
+        {'obs_norm': True, 'hidden': [64, 64]}
+    """
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def variant_name(name: str, overrides: dict[str, Any]) -> str:
+    """The name a task's results go under: ``ppo-hopper[obs_norm=True]`` with overrides.
+
+    Examples:
+        >>> variant_name("ppo-hopper", {"obs_norm": True})
+        'ppo-hopper[obs_norm=True]'
+        >>> variant_name("ppo-hopper", {})
+        'ppo-hopper'
+    """
+    if not overrides:
+        return name
+    return name + "[" + ",".join(f"{k}={v}" for k, v in overrides.items()) + "]"
 
 
 def _has_env_conf(env_id: str) -> bool:
@@ -88,7 +125,8 @@ def _has_env_conf(env_id: str) -> bool:
     return os.path.isfile(os.path.join(config_dir(), "env", f"{env_id}.yaml"))
 
 
-def run_one(task: Task, seed: int, frames: int, time_limit: float | None) -> dict[str, Any]:
+def run_one(task: Task, seed: int, frames: int, time_limit: float | None,
+            overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Trains one seed; returns its curve (frames, mean return of the episodes that ended)."""
     import torch
 
@@ -97,7 +135,7 @@ def run_one(task: Task, seed: int, frames: int, time_limit: float | None) -> dic
     from torchfrag.runtime import run
 
     config_cls, make = get_algo(task.algo)
-    cfg = config_cls.from_dict(_algo_config(task, frames))
+    cfg = config_cls.from_dict(_algo_config(task, frames, overrides))
     loop = make(task.env, cfg, seed=seed, env_options=task.overrides or None)
     curve: list[tuple[int, float]] = []
     t0 = time.perf_counter()
@@ -194,6 +232,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--time-limit", type=float, default=None, help="seconds per seed")
     p.add_argument("--quick", action="store_true", help="short budgets, 1 seed: minutes in all")
     p.add_argument("--tag", default=None, help="results/learning_<tag>.json")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="algo config overrides (YAML values), e.g. obs_norm=true; results go "
+                        "under <task>[KEY=VALUE,...]")
     p.add_argument("--merge", nargs="*", default=None, metavar="TAG",
                    help="combine the runs of results/learning_<TAG>.json files (no training)")
     args = p.parse_args(argv)
@@ -206,25 +247,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"machine": machine_info(), "quick": args.quick, "tasks": {}}
     if args.merge:
         merged: dict[str, list[dict[str, Any]]] = {}
+        variants: dict[str, dict[str, Any]] = {}
         for tag in args.merge:
             with open(os.path.join(RESULTS_DIR, f"learning_{tag}.json")) as f:
                 for name, res in json.load(f)["tasks"].items():
                     merged.setdefault(name, []).extend(res["runs"])
+                    variants[name] = res.get("algo_overrides", {})
         out["merged_from"] = list(args.merge)
         for name, runs in merged.items():
-            out["tasks"][name] = summarize(name, runs, max(r["frames"] for r in runs))
+            out["tasks"][name] = summarize(name, runs, max(r["frames"] for r in runs),
+                                           variants[name])
     else:
+        try:  # a bad --set fails now, not after other tasks ran
+            overrides = parse_overrides(args.set)
+            for name in names:
+                _algo_config(TASKS[name], 1, overrides)
+        except ValueError as e:
+            p.error(str(e))
         for name in names:
             task = TASKS[name]
             frames = args.frames or (task.quick_frames if args.quick else task.frames)
             runs = []
             for seed in seeds:
                 logger.info("%s seed %d: %d frames", name, seed, frames)
-                runs.append(run_one(task, seed, frames, args.time_limit))
+                runs.append(run_one(task, seed, frames, args.time_limit, overrides))
                 logger.info("%s seed %d: return %s after %d frames, %.0fs, %.0f frames/s", name,
                             seed, runs[-1]["final_return"], runs[-1]["frames"], runs[-1]["seconds"],
                             runs[-1]["fps"])
-            out["tasks"][name] = summarize(name, runs, frames)
+            out["tasks"][variant_name(name, overrides)] = summarize(name, runs, frames, overrides)
     table = []
     for name, res in out["tasks"].items():
         ref = res["reference"]
@@ -243,12 +293,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return out
 
 
-def summarize(name: str, runs: list[dict[str, Any]], frames: int) -> dict[str, Any]:
-    """One task's entry of the results: its runs, the mean final return, frames/s, the mean curve."""
-    task = TASKS[name]
+def summarize(name: str, runs: list[dict[str, Any]], frames: int,
+              overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One task's entry of the results: its runs, the mean final return, frames/s, the mean curve.
+
+    ``name`` may be a variant (``ppo-hopper[obs_norm=True]``): the task is the part before ``[``.
+    """
+    task = TASKS[name.split("[")[0]]
     finals = [r["final_return"] for r in runs if r["final_return"] is not None]
     fps = sorted(r["fps"] for r in runs)
     return {"algo": task.algo, "env": task.env, "preset": task.preset, "budget": frames,
+            "algo_overrides": dict(overrides or {}),
             "reference": task.reference, "reference_frames": task.reference_frames,
             "reference_source": task.reference_source, "runs": runs,
             "final_return_mean": sum(finals) / len(finals) if finals else None,

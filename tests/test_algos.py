@@ -237,7 +237,7 @@ def test_presets_compose() -> None:
     if cfg is not None:
         assert cfg.algo.clip_epsilon == 0.1 and cfg.env.options.reward_clip
     cfg = compose_config(["algo=ppo_mujoco", "env=HalfCheetah-v5"])
-    assert cfg.algo.epochs == 10 and cfg.algo.minibatch_size == 64
+    assert cfg.algo.epochs == 10 and cfg.algo.minibatch_size == 64 and cfg.algo.obs_norm
     cfg = compose_config(["algo=sac_mujoco", "env=Hopper-v5"])
     assert cfg.algo.learning_starts == 5000 and cfg.algo.name == "sac"
 

@@ -175,21 +175,29 @@ class Acrobot(_Classic):
                            -1).to(torch.float32)
 
 
-class MountainCar(_Classic):
-    """MountainCar-v0 (options: ``force``, ``gravity``, ``goal_velocity`` per env;
-    reset bounds, ``max_episode_steps``)."""
+class _Car(_Classic):
+    """What both mountain cars share: bounds, a uniform start at rest, the state as observation."""
 
-    env_id = "MountainCar-v0"
     state_dim = 2
     reset_draws = 1
     min_position = -1.2
     max_position = 0.6
     max_speed = 0.07
-    goal_position = 0.5
 
     def sample_reset(self, u: torch.Tensor) -> torch.Tensor:
         pos = _uniform_between(u[:, 0], self.settings["reset_low"], self.settings["reset_high"])
         return torch.stack((pos, torch.zeros_like(pos)), -1)
+
+    def observe(self, state: torch.Tensor) -> torch.Tensor:
+        return state.to(torch.float32)
+
+
+class MountainCar(_Car):
+    """MountainCar-v0 (options: ``force``, ``gravity``, ``goal_velocity`` per env;
+    reset bounds, ``max_episode_steps``)."""
+
+    env_id = "MountainCar-v0"
+    goal_position = 0.5
 
     def dynamics(self, state, action, elapsed, episode):
         position, velocity = state.unbind(-1)
@@ -205,11 +213,7 @@ class MountainCar(_Classic):
         reward = torch.full_like(position, -1.0, dtype=torch.float64)
         return torch.stack((position, velocity), -1), reward, terminated
 
-    def observe(self, state: torch.Tensor) -> torch.Tensor:
-        return state.to(torch.float32)
-
-
-class MountainCarContinuous(_Classic):
+class MountainCarContinuous(_Car):
     """MountainCarContinuous-v0 (options: ``power``, ``goal_velocity`` per env; reset
     bounds, ``max_episode_steps``).
 
@@ -220,16 +224,7 @@ class MountainCarContinuous(_Classic):
     """
 
     env_id = "MountainCarContinuous-v0"
-    state_dim = 2
-    reset_draws = 1
-    min_position = -1.2
-    max_position = 0.6
-    max_speed = 0.07
     goal_position = 0.45
-
-    def sample_reset(self, u: torch.Tensor) -> torch.Tensor:
-        pos = _uniform_between(u[:, 0], self.settings["reset_low"], self.settings["reset_high"])
-        return torch.stack((pos, torch.zeros_like(pos)), -1)
 
     def dynamics(self, state, action, elapsed, episode):
         f32, f64 = torch.float32, torch.float64

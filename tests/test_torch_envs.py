@@ -364,3 +364,133 @@ def test_compiled_kernel_matches_eager(device: str) -> None:
         torch.testing.assert_close(cc["observation"], ce["observation"])
         dones += int(te["next", "done"].sum())
     assert dones > 256 and compiled.compiled_steps == 150 and eager.compiled_steps == 0
+
+
+# -- single_device: the fused loop ------------------------------------------------------------
+def _greedy_return(actor: torch.nn.Module, device: torch.device, episodes: int = 16) -> float:
+    from torchfrag.fragments import Act
+
+    env = make("CartPole-v1", episodes, seed=1000, device=device)
+    act = Act(actor, exploration="deterministic")
+    total = torch.zeros(episodes, device=device)
+    finished = torch.zeros(episodes, dtype=torch.bool, device=device)
+    carry = env.reset()
+    while not bool(finished.all()):
+        transition, carry = env.step_and_maybe_reset(act(carry))
+        total += transition["next", "reward"].reshape(episodes) * (~finished)
+        finished |= transition["next", "done"].reshape(episodes)
+    return float(total.mean())
+
+
+def _ppo_loop(num_envs: int, steps: int, seed: int = 0, **cfg):
+    from torchfrag.algos.ppo import PPOConfig, PPOLoop, make_actor_critic
+
+    torch.manual_seed(seed)
+    conf = PPOConfig(num_envs=num_envs, steps=steps, **cfg)
+    env = make("CartPole-v1", num_envs, seed=seed, check_actions=False)
+    actor, critic = make_actor_critic(env, conf.hidden)
+    return PPOLoop(env, actor, critic, conf)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fused_rollout_compiled_equals_eager(device: str) -> None:
+    """The compiled whole body (act + env step) gives the eager body's trajectories."""
+    from torchfrag.runtime.fused import fuse_rollout
+
+    dev = _device(device)
+    runs = []
+    for compile in (False, True):
+        env = make("CartPole-v1", 32, seed=5, device=dev, check_actions=False)
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+        policy = TensorDictModule(lambda obs: net(obs).argmax(-1), ["observation"], ["action"])
+        rollout = Rollout(policy, env, steps=40)
+        undo = fuse_rollout(rollout, compile=compile)
+        try:
+            batches = [rollout(), rollout(), rollout()]
+        finally:
+            undo()
+        assert rollout.fused_steps == 120 and rollout.fused_compiled == compile
+        runs.append(torch.cat([b["next", "observation"] for b in batches], 1).cpu())
+        dones = sum(int(b["next", "done"].sum()) for b in batches)
+    assert dones > 32
+    torch.testing.assert_close(runs[1], runs[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+def test_single_device_fused_learns_cartpole(device: str) -> None:
+    """single_device runs the fused, compiled loop (env, act and learn on one device) and
+    PPO solves CartPole with the torch-native env (greedy return >= 475)."""
+    from torchfrag.graph import capture
+    from torchfrag.policies import SingleDevicePolicy
+    from torchfrag.runtime import run
+
+    dev = _device(device)
+    torch.set_num_threads(1)
+    loop = _ppo_loop(16, 128, minibatch_size=512, lr=1e-3, total_frames=60 * 2048)
+    best = {"eval": -float("inf"), "iters": 0}
+
+    def hook(i: int, metrics, graph) -> bool:
+        best["iters"] = i + 1
+        # Inside the run everything lives on the device, env state included.
+        assert loop.env._state.device.type == dev.type
+        assert next(loop.actor.parameters()).device.type == dev.type
+        if (i + 1) % 5 == 0:
+            best["eval"] = max(best["eval"], _greedy_return(loop.actor, dev))
+            return best["eval"] >= 475
+        return False
+
+    res = run(capture(loop), SingleDevicePolicy(device_name=device, compile=True), iterations=60,
+              hooks=[hook])
+    assert res.extra["device"] == device
+    # The fused path ran: every rollout step went through the compiled whole body.
+    assert loop.rollout.fused_compiled
+    assert loop.rollout.fused_steps == best["iters"] * 128
+    assert best["eval"] >= 475, best
+    # Afterwards the loop is back where it was.
+    assert loop.env._state.device.type == "cpu"
+
+
+def test_single_device_keeps_the_cpp_pool_eager() -> None:
+    """A rollout over the C++ pool runs counted but not compiled whole (host code in the body)."""
+    from torchfrag.algos.ppo import make_ppo
+    from torchfrag.graph import capture
+    from torchfrag.policies import SingleDevicePolicy
+    from torchfrag.runtime import run
+
+    loop = make_ppo("CartPole-v1", {"num_envs": 2, "steps": 8, "minibatch_size": 8})
+    try:
+        run(capture(loop), SingleDevicePolicy(device_name="cpu", compile=True,
+                                              compile_backend="eager"), iterations=2)
+    finally:
+        loop.close()
+    assert loop.rollout.fused_steps == 16 and not loop.rollout.fused_compiled
+
+
+@pytest.mark.cuda
+def test_fused_rollout_never_synchronises_on_cuda() -> None:
+    """No host round trip per step: the compiled body runs under CUDA's sync-error mode."""
+    from torchfrag.runtime.fused import fuse_rollout
+
+    dev = _device("cuda")
+    env = make("CartPole-v1", 1024, seed=0, device=dev, check_actions=False)
+    net = torch.nn.Linear(4, 2).to(dev)
+    rollout = Rollout(TensorDictModule(lambda obs: net(obs).argmax(-1), ["observation"], ["action"]),
+                      env, steps=16)
+    undo = fuse_rollout(rollout, compile=True)
+    try:
+        carry = env.reset()
+        step = rollout.body_graph.module.forward
+        with torch.no_grad():
+            for _ in range(3):  # compile (and its syncs) first
+                _, carry = step(carry)
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                for _ in range(50):
+                    _, carry = step(carry)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+    finally:
+        undo()

@@ -89,50 +89,66 @@ def _compile_targets(graph: FragmentGraph) -> list[nn.Module]:
     return out
 
 
+def _param_device(module: nn.Module) -> torch.device:
+    for p in module.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
 @contextlib.contextmanager
 def on_device(graph: FragmentGraph, device: str, compile: bool = False,
               backend: str = "inductor") -> Iterator[FragmentGraph]:
-    """Moves a graph's parameters to ``device`` and compiles its networks, for the ``with`` block.
+    """Puts a whole loop on ``device`` for the ``with`` block: env, act and learn together.
 
-    Env fragments keep producing tensors on the env's device: the input of every
-    other fragment (and of the rollout's act) is moved to ``device``. On exit the
-    parameters go back to the CPU and compilation is undone.
+    One code path for every device (the CPU runs it too). The loop's
+    parameters and every TorchRL env inside it move to ``device``: a
+    torch-native :class:`~torchfrag.envs.batched.BatchedEnv` moves its state
+    there and steps there, a :class:`~torchfrag.envs.PoolEnv` hands its results
+    over once per step. Each :class:`~torchfrag.fragments.Rollout` runs its
+    per-step body fused (:func:`torchfrag.runtime.fused.fuse_rollout`: counted
+    in ``rollout.fused_steps``, compiled whole when its envs are torch-native
+    and ``compile`` is set). The input of every other fragment is moved to
+    ``device`` (data from collectors that live elsewhere). On exit the
+    parameters and envs go back where they were and compilation is undone.
 
     Args:
         graph: The captured loop.
         device: Target device.
         compile: Compile every network (``nn.Module.compile``, in place: parameters
-            and state-dict keys are unchanged).
+            and state-dict keys are unchanged) and the rollouts' bodies.
         backend: ``torch.compile`` backend (``"inductor"``, ``"aot_eager"``, ``"eager"``).
     """
+    from torchrl.envs import EnvBase
+
     from torchfrag.fragments import EnvReset, EnvStep, Rollout
+    from torchfrag.runtime.fused import fuse_rollout
 
     dev = torch.device(device)
+    envs = {id(m): (m, m.device) for m in graph.loop.modules() if isinstance(m, EnvBase)}
+    home = _param_device(graph.loop)
+    graph.loop.to(dev)
     compiled = _compile_targets(graph) if compile else []
     for m in compiled:
         m.compile(backend=backend, dynamic=True)
     moved: list[tuple[Any, str, nn.Module]] = []
-    if dev.type != "cpu":
-        graph.loop.to(dev)
-        gm = graph.module
-        for n in graph.nodes:
-            frag = n.module
-            if isinstance(frag, Rollout):
-                step = frag._step_fn
-                moved.append((step, "act", step.act))
-                setattr(step, "act", _ToDevice(step.act, device))
-                env_step = step.env_step
-                moved.append((step, "env_step", env_step))
-                setattr(step, "env_step", _ToDevice(env_step, str(frag.env.device)))
-            elif not isinstance(frag, (EnvStep, EnvReset)):
-                moved.append((gm, n.target, frag))
-                setattr(gm, n.target, _ToDevice(frag, device))
+    undo: list[Any] = []
+    gm = graph.module
+    for n in graph.nodes:
+        frag = n.module
+        if isinstance(frag, Rollout):
+            undo.append(fuse_rollout(frag, compile=compile, backend=backend))
+        elif not isinstance(frag, (EnvStep, EnvReset)):
+            moved.append((gm, n.target, frag))
+            setattr(gm, n.target, _ToDevice(frag, device))
     try:
         yield graph
     finally:
+        for restore in reversed(undo):
+            restore()
         for owner, attr, mod in reversed(moved):
             setattr(owner, attr, mod)
-        if dev.type != "cpu":
-            graph.loop.to("cpu")
+        graph.loop.to(home)
+        for env, env_device in envs.values():
+            env.to(env_device)
         for m in compiled:
             m._compiled_call_impl = None

@@ -344,6 +344,18 @@ class BatchedEnv(EnvBase):
         self._pending = torch.zeros_like(self._pending)
         return tensordict, tensordict_
 
+    def to(self, device: torch.device | str) -> BatchedEnv:
+        """Moves the env (specs, state, seeds and parameters) to ``device``; it steps there from now on."""
+        super().to(device)
+        dev = self.device
+        if self._state.device != dev:
+            for name in ("_state", "_elapsed", "_episode", "_pending", "_seeds", "_carry_obs"):
+                value = self.__dict__.get(name)
+                if value is not None:
+                    self.__dict__[name] = value.to(dev)
+            self.params = {k: v.to(dev) for k, v in self.params.items()}
+        return self
+
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """Writes a uniformly random ``"action"`` for every env into ``tensordict``."""
         if tensordict is None:

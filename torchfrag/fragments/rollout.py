@@ -58,6 +58,8 @@ class EpisodeStats:
 
     def update(self, reward: torch.Tensor, done: torch.Tensor) -> None:
         """Adds a ``[envs, time(, 1)]`` block of rewards and done flags (vectorised over time)."""
+        # Running sums live on the CPU: a rollout on an accelerator hands its block over once.
+        reward, done = reward.cpu(), done.cpu()
         reward = reward.reshape(reward.shape[0], reward.shape[1], -1).sum(-1).double()
         done = done.reshape(done.shape[0], done.shape[1], -1).any(-1)
         n, t = reward.shape

@@ -39,13 +39,13 @@ __all__ = ["fuse_rollout", "compiles_whole_body"]
 
 
 def compiles_whole_body(rollout: nn.Module) -> bool:
-    """Whether the rollout's body can be compiled whole: all its envs are torch-native."""
+    """Whether the rollout's body can be compiled whole: all its envs are torch-native tensor code."""
     from torchrl.envs import EnvBase
 
     from torchfrag.envs.batched import BatchedEnv
 
     envs = [m for m in rollout.body.modules() if isinstance(m, EnvBase)]
-    return bool(envs) and all(isinstance(e, BatchedEnv) for e in envs)
+    return bool(envs) and all(isinstance(e, BatchedEnv) and e.compilable for e in envs)
 
 
 def fuse_rollout(rollout: Any, compile: bool = True, backend: str = "inductor",

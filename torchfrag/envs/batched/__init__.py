@@ -44,9 +44,16 @@ def list_envs() -> list[str]:
 def make(env_id: str, num_envs: int = 1, **kwargs: Any) -> BatchedEnv:
     """Builds the torch-native env ``env_id`` (arguments as :class:`BatchedEnv`).
 
+    ``"HalfCheetah-v5"`` builds :class:`~torchfrag.envs.batched.mjwarp.HalfCheetahWarp`
+    (MuJoCo Warp, the optional ``[gpu]`` extra), imported only then.
+
     Raises:
         ValueError: ``env_id`` has no torch-native implementation.
     """
+    if env_id == "HalfCheetah-v5":
+        from torchfrag.envs.batched.mjwarp import HalfCheetahWarp
+
+        return HalfCheetahWarp(num_envs, **kwargs)
     try:
         cls = ENVS[env_id]
     except KeyError:

@@ -68,6 +68,8 @@ class BatchedEnv(EnvBase):
     state_dim: ClassVar[int] = 0
     #: Uniform draws per reset.
     reset_draws: ClassVar[int] = 0
+    #: Whether torch.compile can trace the step (pure tensor code).
+    compilable: ClassVar[bool] = True
 
     def __init__(self, num_envs: int = 1, *, seed: int | Sequence[int] | None = 0,
                  device: torch.device | str | None = None, dtype: torch.dtype = torch.float64,

@@ -387,7 +387,7 @@ def _ppo_loop(num_envs: int, steps: int, seed: int = 0, **cfg):
 
     torch.manual_seed(seed)
     conf = PPOConfig(num_envs=num_envs, steps=steps, **cfg)
-    env = make("CartPole-v1", num_envs, seed=seed, check_actions=False)
+    env = make("CartPole-v1", num_envs, seed=seed)
     actor, critic = make_actor_critic(env, conf.hidden)
     return PPOLoop(env, actor, critic, conf)
 
@@ -400,16 +400,18 @@ def test_fused_rollout_compiled_equals_eager(device: str) -> None:
     dev = _device(device)
     runs = []
     for compile in (False, True):
-        env = make("CartPole-v1", 32, seed=5, device=dev, check_actions=False)
+        env = make("CartPole-v1", 32, seed=5, device=dev)
         torch.manual_seed(0)
         net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
         policy = TensorDictModule(lambda obs: net(obs).argmax(-1), ["observation"], ["action"])
         rollout = Rollout(policy, env, steps=40)
         undo = fuse_rollout(rollout, compile=compile)
         try:
+            assert not env.check_actions  # no per-step host synchronisation while fused
             batches = [rollout(), rollout(), rollout()]
         finally:
             undo()
+        assert env.check_actions
         assert rollout.fused_steps == 120 and rollout.fused_compiled == compile
         runs.append(torch.cat([b["next", "observation"] for b in batches], 1).cpu())
         dones = sum(int(b["next", "done"].sum()) for b in batches)
@@ -474,7 +476,7 @@ def test_fused_rollout_never_synchronises_on_cuda() -> None:
     from torchfrag.runtime.fused import fuse_rollout
 
     dev = _device("cuda")
-    env = make("CartPole-v1", 1024, seed=0, device=dev, check_actions=False)
+    env = make("CartPole-v1", 1024, seed=0, device=dev)
     net = torch.nn.Linear(4, 2).to(dev)
     rollout = Rollout(TensorDictModule(lambda obs: net(obs).argmax(-1), ["observation"], ["action"]),
                       env, steps=16)

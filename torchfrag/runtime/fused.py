@@ -54,6 +54,8 @@ def fuse_rollout(rollout: Any, compile: bool = True, backend: str = "inductor",
 
     The count goes to ``rollout.fused_steps`` (cumulative over runs) and
     ``rollout.fused_compiled`` tells whether the whole body was compiled.
+    Torch-native envs skip their action range check (a host synchronisation)
+    until the returned function restores it.
 
     Args:
         rollout: A :class:`~torchfrag.fragments.Rollout`.
@@ -64,8 +66,15 @@ def fuse_rollout(rollout: Any, compile: bool = True, backend: str = "inductor",
     Returns:
         A function that restores the rollout's original step.
     """
+    from torchfrag.envs.batched import BatchedEnv
+
     gm = rollout.body_graph.module
     original = gm.forward
+    # The policy's actions come from the env's action spec: skip the range check
+    # (a host synchronisation per step) while fused.
+    checked = [e for e in rollout.body.modules() if isinstance(e, BatchedEnv) and e.check_actions]
+    for env in checked:
+        env.check_actions = False
     whole = compile and compiles_whole_body(rollout)
     body = torch.compile(original, backend=backend, **compile_kwargs) if whole else original
     if not hasattr(rollout, "fused_steps"):
@@ -83,5 +92,7 @@ def fuse_rollout(rollout: Any, compile: bool = True, backend: str = "inductor",
 
     def undo() -> None:
         gm.__dict__.pop("forward", None)
+        for env in checked:
+            env.check_actions = True
 
     return undo

@@ -153,8 +153,12 @@ def pool_face(n: int, threads: int) -> Callable[[], int]:
 
 
 def cpu_envs(n: int, threads: int, seconds: float, repeats: int) -> dict[str, Any]:
-    """Torch-native CartPole vs the C++ pool on the CPU, ``n`` envs."""
-    torch.set_num_threads(threads)
+    """Torch-native CartPole vs the C++ pool (``threads`` workers) on the CPU, ``n`` envs.
+
+    Torch runs with the intra-op threads set in :func:`main` (one by default:
+    elementwise kernels over a few thousand envs stay below torch's parallel
+    grain, and on a loaded machine OpenMP's extra threads only spin).
+    """
     cpu = torch.device("cpu")
     makers = {
         "native raw (eager)": lambda: native_raw(n, cpu),
@@ -289,13 +293,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--envs", type=int, default=4096, help="envs of the CPU comparison")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="C++ pool threads and torch threads on the CPU")
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="torch intra-op threads (torch-native env and PPO)")
     parser.add_argument("--no-ppo", action="store_true", help="skip the PPO sections")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    torch.set_num_threads(args.torch_threads)
     seconds, repeats = (1.0, 3) if args.quick else (3.0, 5)
     info = {"cpu_model": cpu_model(), "gpu_model": gpu_model(), "torch": torch.__version__,
-            "threads": args.threads}
-    print(f"CPU: {info['cpu_model']} ({os.cpu_count()} cores, {args.threads} threads used); "
+            "threads": args.threads, "torch_threads": args.torch_threads}
+    print(f"CPU: {info['cpu_model']} ({os.cpu_count()} cores, C++ pool {args.threads} threads, "
+          f"torch {args.torch_threads}); "
           f"GPU: {info['gpu_model'] or 'none'}", flush=True)
 
     envs = cpu_envs(args.envs, args.threads, seconds, repeats)

@@ -8,8 +8,11 @@ cached afterwards in Warp's kernel cache).
 Observation, reward, termination, reset noise and options follow Gymnasium's
 ``HalfCheetah-v5``. MuJoCo Warp computes in float32 (Gymnasium's MuJoCo in
 float64), so trajectories agree with Gymnasium's to float32 accuracy over a
-few steps and then drift apart; ``tests/test_torch_envs.py`` measures that, and
-the return of a fixed policy on both.
+few steps and then drift apart (measured on the CPU: observations within
+1e-5 for 7 steps, 1e-2 by step 30). Returns agree closely: a fixed open-loop
+policy (``a_j = sin(0.3 t + j)``) over a full 1000-step episode from the same
+four synced starts returned -301.75 on Warp and -301.79 on Gymnasium (mean;
+largest per-env gap 0.24, relative 1.4e-4).
 
 Example:
     >>> from torchfrag.envs.batched.mjwarp import warp_available

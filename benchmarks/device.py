@@ -194,7 +194,8 @@ def _evaluate(actor: Any, device: torch.device, episodes: int = 32) -> float:
 
 
 def ppo_run(policy: str, cfg: dict[str, Any], max_iterations: int, target: float | None,
-            device: str = "cpu", eval_every: int = 5, seed: int = 0) -> dict[str, Any]:
+            device: str = "cpu", eval_every: int = 5, seed: int = 0, compile: bool = True
+            ) -> dict[str, Any]:
     """Runs PPO CartPole; returns frames/s after the first (compiling) iterations and time to ``target``.
 
     ``policy="single_device"``: torch-native env on ``device``, fused and
@@ -210,7 +211,7 @@ def ppo_run(policy: str, cfg: dict[str, Any], max_iterations: int, target: float
     conf = PPOConfig.from_dict(cfg)
     if policy == "single_device":
         env = make(ENV_ID, conf.num_envs, seed=seed, check_actions=False)
-        pol: Any = SingleDevicePolicy(device_name=device, compile=True)
+        pol: Any = SingleDevicePolicy(device_name=device, compile=compile)
     else:
         env = make_env(ENV_ID, conf.num_envs, seed=seed)
         pol = "local"
@@ -245,7 +246,7 @@ def ppo_run(policy: str, cfg: dict[str, Any], max_iterations: int, target: float
             "iterations": len(marks), "frames": len(marks) * fpi, "frames_per_s": fps,
             "seconds": marks[-1][1], "first_iterations_s": marks[first][1],
             "time_to_target_s": state["solved_at"], "best_eval": state["best"], "target": target,
-            "fused_steps": getattr(loop.rollout, "fused_steps", 0)}
+            "compile": compile, "fused_steps": getattr(loop.rollout, "fused_steps", 0)}
 
 
 # -- GPU --------------------------------------------------------------------------------------

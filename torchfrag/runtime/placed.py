@@ -95,6 +95,18 @@ def _param_device(module: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
+def _move_optimizer_state(loop: nn.Module, device: torch.device) -> None:
+    # Optimizer moments live next to their parameters; a step counter (0-d)
+    # stays where the optimizer keeps it.
+    for m in loop.modules():
+        opt = getattr(m, "optimizer", None)
+        if isinstance(opt, torch.optim.Optimizer):
+            for state in opt.state.values():
+                for k, v in state.items():
+                    if isinstance(v, torch.Tensor) and v.dim() > 0:
+                        state[k] = v.to(device)
+
+
 @contextlib.contextmanager
 def on_device(graph: FragmentGraph, device: str, compile: bool = False,
               backend: str = "inductor") -> Iterator[FragmentGraph]:
@@ -127,6 +139,7 @@ def on_device(graph: FragmentGraph, device: str, compile: bool = False,
     envs = {id(m): (m, m.device) for m in graph.loop.modules() if isinstance(m, EnvBase)}
     home = _param_device(graph.loop)
     graph.loop.to(dev)
+    _move_optimizer_state(graph.loop, dev)
     compiled = _compile_targets(graph) if compile else []
     for m in compiled:
         m.compile(backend=backend, dynamic=True)
@@ -148,6 +161,7 @@ def on_device(graph: FragmentGraph, device: str, compile: bool = False,
         for owner, attr, mod in reversed(moved):
             setattr(owner, attr, mod)
         graph.loop.to(home)
+        _move_optimizer_state(graph.loop, home)
         for env, env_device in envs.values():
             env.to(env_device)
         for m in compiled:

@@ -10,8 +10,9 @@ Sections:
   with the C++ pool.
 * GPU (only where CUDA exists, otherwise reported as ``skipped: no CUDA``):
   env steps/s of torch-native CartPole at 4k-64k envs (float64 and float32
-  state), whole-loop PPO CartPole frames/s under ``single_device`` (goal:
-  1,000,000 frames/s), and the wall time to a greedy mean return of 475.
+  state), MuJoCo Warp HalfCheetah-v5 (4,096 worlds) against the C++ pool on
+  every CPU core, whole-loop PPO CartPole frames/s under ``single_device``
+  (goal: 1,000,000 frames/s), and the wall time to a greedy mean return of 475.
 
 The CPU and GPU models are recorded with every figure. Results:
 ``benchmarks/results/device.json`` and ``device.png``.
@@ -257,6 +258,55 @@ GPU_PPO_SOLVE = {"num_envs": 1024, "steps": 32, "minibatch_size": 8192, "epochs"
                  "total_frames": 20_000_000}
 
 
+def warp_halfcheetah(dev: torch.device, seconds: float, repeats: int, n: int = 4096
+                     ) -> dict[str, Any]:
+    """HalfCheetah-v5 on MuJoCo Warp (``n`` worlds on ``dev``) vs the C++ pool on every CPU core."""
+    from torchfrag.envs.batched.mjwarp import warp_available
+
+    if not warp_available():
+        print("MuJoCo Warp HalfCheetah: skipped: mujoco-warp not installed (torchfrag[gpu])")
+        return {"skipped": "mujoco-warp not installed"}
+    from torchfrag.envs import make as make_pool
+    from torchfrag.envs.batched import make
+
+    env = make("HalfCheetah-v5", n, seed=0, device=dev)
+    carry = [env.reset()]
+    gen = torch.Generator().manual_seed(0)
+    acts = [(torch.rand((n, 6), generator=gen) * 2 - 1).to(dev) for _ in range(16)]
+    k = [0]
+
+    def warp_step() -> int:
+        k[0] += 1
+        carry[0]["action"] = acts[k[0] % 16]
+        _, carry[0] = env.step_and_maybe_reset(carry[0])
+        if k[0] % 16 == 0:
+            _sync(dev)
+        return n
+
+    cores = os.cpu_count() or 1
+    pool_n = 4 * cores
+    pool = make_pool("HalfCheetah-v5", num_envs=pool_n, num_threads=cores, seed=0)
+    pool.reset()
+    rng = np.random.default_rng(0)
+    pacts = [rng.uniform(-1, 1, size=(pool_n, 6)).astype(np.float32) for _ in range(16)]
+
+    def pool_step() -> int:
+        k[0] += 1
+        pool.step(pacts[k[0] % 16])
+        return pool_n
+
+    runs = alternate({"warp": lambda: rate(warp_step, seconds, warmup=8),
+                      "cpp_pool": lambda: rate(pool_step, seconds)}, repeats)
+    pool.close()
+    w, c = median(runs["warp"]), median(runs["cpp_pool"])
+    print_table(["system", "env steps/s", "ratio"], [
+        [f"MuJoCo Warp x{n} on {gpu_model()}", fmt_rate(w), fmt_ratio(w / c)],
+        [f"C++ pool x{pool_n}, {cores} threads ({cpu_model()})", fmt_rate(c), "1.00x"]],
+        title="HalfCheetah-v5 env steps/s")
+    return {"warp_envs": n, "pool_envs": pool_n, "pool_threads": cores,
+            "runs": runs, "warp": w, "cpp_pool": c, "ratio": w / c}
+
+
 def gpu_sections(seconds: float, repeats: int) -> dict[str, Any]:
     """Env steps/s at 4k-64k envs and PPO under ``single_device`` on CUDA; skipped without it."""
     if not torch.cuda.is_available():
@@ -277,6 +327,7 @@ def gpu_sections(seconds: float, repeats: int) -> dict[str, Any]:
         rows.append([n, *(fmt_rate(median(r)) for r in runs.values())])
     print_table(["envs", "float64", "float32", "float64 TorchRL face"], rows,
                 title=f"torch-native {ENV_ID} env steps/s on {gpu_model()}")
+    out["halfcheetah"] = warp_halfcheetah(dev, seconds, repeats)
     thr = ppo_run("single_device", GPU_PPO_THROUGHPUT, 40, None, device="cuda")
     solve = ppo_run("single_device", GPU_PPO_SOLVE, 2000, 475.0, device="cuda", eval_every=2)
     out["ppo_throughput"], out["ppo_time_to_475"] = thr, solve

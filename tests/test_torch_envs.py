@@ -540,3 +540,29 @@ def test_warp_halfcheetah_against_gymnasium(device: str) -> None:
     np.testing.assert_array_equal(twin.state.cpu().numpy(), state)
     with pytest.raises(ValueError, match="not supported by HalfCheetahWarp"):
         make("HalfCheetah-v5", 1, exclude_current_positions_from_observation=False)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_float32_state_follows_float64_for_a_while(env_id: str) -> None:
+    """``dtype=torch.float32`` (for accelerators without fast float64) keeps the dynamics."""
+    n, steps = 16, 20
+    gen = torch.Generator().manual_seed(0)
+    space = spec(env_id).action_space
+    runs = []
+    for dtype in (torch.float64, torch.float32):
+        env = make(env_id, n, seed=1, dtype=dtype)
+        carry = env.reset()
+        obs = []
+        gen.manual_seed(0)
+        for _ in range(steps):
+            if isinstance(space, gymnasium.spaces.Discrete):
+                carry["action"] = torch.randint(0, int(space.n), (n,), generator=gen)
+            else:
+                carry["action"] = torch.rand((n, 1), generator=gen) * 2 - 1
+            td, carry = env.step_and_maybe_reset(carry)
+            obs.append(td["next", "observation"])
+        assert env.state.dtype == dtype
+        runs.append(torch.stack(obs))
+    torch.testing.assert_close(runs[1], runs[0], rtol=1e-3, atol=1e-3)
+    with pytest.raises(ValueError, match="dtype must be torch.float32 or torch.float64"):
+        make(env_id, 1, dtype=torch.float16)

@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <system_error>
+
+#include <pthread.h>
 
 namespace torchfrag {
 
@@ -47,7 +50,20 @@ std::string join_ids(const std::vector<int64_t>& ids, size_t limit = 16) {
   return s;
 }
 
+std::atomic<uint64_t> g_fork_generation{0};
+
+// Registered once per process image (the handler is inherited by children).
+const bool g_atfork_registered = [] {
+  pthread_atfork(nullptr, nullptr, [] { g_fork_generation.fetch_add(1); });
+  return true;
+}();
+
 }  // namespace
+
+uint64_t fork_generation() {
+  (void)g_atfork_registered;
+  return g_fork_generation.load(std::memory_order_relaxed);
+}
 
 void BatchBuffers::FreeAligned::operator()(uint8_t* p) const { std::free(p); }
 
@@ -108,7 +124,10 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
   spec_.id = config_.env_id;
   spec_.options = declared;
   max_episode_steps_ = static_cast<int64_t>(options_.num("max_episode_steps"));
-  if (max_episode_steps_ < 0) throw std::invalid_argument("max_episode_steps must be >= 0");
+  if (max_episode_steps_ < 0) {
+    throw std::invalid_argument("max_episode_steps must be >= 0 (0: no limit), got " +
+                                std::to_string(max_episode_steps_));
+  }
   spec_.max_episode_steps = max_episode_steps_;
   action_numel_ = spec_.action.numel();
 
@@ -157,7 +176,16 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
   }
 
   for (int64_t t = 0; t < config_.num_threads; ++t) {
-    workers_.emplace_back([this] { worker_loop(); });
+    try {
+      workers_.emplace_back([this] { worker_loop(); });
+    } catch (const std::system_error& e) {
+      // No destructor runs for a half-built object: stop and join the
+      // workers already started before their condition variable goes away.
+      close();
+      throw std::runtime_error("could not start worker thread " + std::to_string(t + 1) +
+                               " of num_threads=" + std::to_string(config_.num_threads) + " (" +
+                               e.what() + "); ask for fewer threads");
+    }
   }
 }
 
@@ -190,14 +218,23 @@ void Pool::build_envs(const EnvFamily& family) {
       }
     } helpers;
     const int64_t extra = std::min(config_.num_threads, n) - 1;
-    for (int64_t t = 0; t < extra; ++t) helpers.threads.emplace_back(build);
+    for (int64_t t = 0; t < extra; ++t) {
+      try {
+        helpers.threads.emplace_back(build);
+      } catch (const std::system_error&) {
+        break;  // fewer builders (e.g. thread limit reached): the others do the work
+      }
+    }
     build();
   }
   if (error) std::rethrow_exception(error);
 }
 
-void Pool::close() {
-  if (closed_.exchange(true)) return;
+void Pool::request_stop(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(reason_mu_);
+    if (close_reason_.empty()) close_reason_ = reason;
+  }
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     stop_ = true;
@@ -205,24 +242,59 @@ void Pool::close() {
     queue_.clear();
     queued_.store(0);
   }
+  closed_.store(true);
   queue_cv_.notify_all();
   {
     // Wake any recv() so it can report the closed pool.
     std::lock_guard<std::mutex> lock(ready_mu_);
   }
   ready_cv_.notify_all();
-  for (auto& w : workers_) {
-    if (w.joinable()) w.join();
+}
+
+void Pool::close() {
+  // A copy made by fork(): the workers are not ours and the locks may be
+  // held by threads of the parent. Touch nothing.
+  if (forked()) return;
+  request_stop("the pool is closed; make a new one");
+  {
+    std::lock_guard<std::mutex> lock(join_mu_);
+    for (auto& w : workers_) {
+      if (w.joinable()) w.join();
+    }
   }
-  // A sync call running on another thread finishes its own chunks; wait for it
-  // before the envs go away.
+  // A sync call or an inline send running on another thread finishes its
+  // own chunks; wait for it before the envs go away.
   std::lock_guard<std::mutex> api(api_mu_);
   for (auto& s : slots_) s.env.reset();
 }
 
 void Pool::check_open() const {
-  if (closed_.load()) throw ClosedError("the pool is closed; make a new one");
+  if (forked()) {
+    throw ClosedError(
+        "this pool was made in the parent process before fork(); its worker threads do not "
+        "exist in this child: make a new pool here");
+  }
+  if (closed_.load()) {
+    std::lock_guard<std::mutex> lock(reason_mu_);
+    throw ClosedError(close_reason_.empty() ? "the pool is closed; make a new one"
+                                            : close_reason_);
+  }
 }
+
+std::unique_lock<std::mutex> Pool::lock_api(const char* what) {
+  check_open();
+  std::unique_lock<std::mutex> lock(api_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    check_open();  // a close() in progress holds the lock too
+    throw BusyError(std::string("the pool is in use by another thread: ") + what +
+                    "() was called while a reset/step/send/seed call of another thread is "
+                    "running; a pool serves one such call at a time (use one pool per thread, "
+                    "or a lock around the calls)");
+  }
+  return lock;
+}
+
+bool Pool::interrupted() { return interrupt_check_ && interrupt_check_(); }
 
 int64_t Pool::in_flight() const {
   std::lock_guard<std::mutex> lock(state_mu_);
@@ -314,8 +386,7 @@ std::shared_ptr<Pool::Job> Pool::make_job(std::vector<int64_t> ids, bool reset, 
 }
 
 std::shared_ptr<BatchBuffers> Pool::reset(const std::vector<int64_t>& ids_in) {
-  std::lock_guard<std::mutex> api(api_mu_);
-  check_open();
+  auto api = lock_api("reset");
   std::vector<int64_t> ids = resolve_ids(ids_in);
   {
     std::lock_guard<std::mutex> lock(state_mu_);
@@ -329,8 +400,7 @@ std::shared_ptr<BatchBuffers> Pool::reset(const std::vector<int64_t>& ids_in) {
 
 std::shared_ptr<BatchBuffers> Pool::step(const std::vector<int64_t>& ids_in,
                                          const ActionBatch& actions) {
-  std::lock_guard<std::mutex> api(api_mu_);
-  check_open();
+  auto api = lock_api("step");
   std::vector<int64_t> ids = resolve_ids(ids_in);
   {
     std::lock_guard<std::mutex> lock(state_mu_);
@@ -359,11 +429,22 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
     const int64_t wake = std::min<int64_t>(job->nchunks - 1, workers_.size());
     for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
   }
-  run_chunks(*job);
+  run_chunks(*job, true);
   spin_until([&] { return job->chunks_done.load() == job->nchunks; });
   {
     std::unique_lock<std::mutex> lock(job->mu);
-    job->cv.wait(lock, [&] { return job->finished; });
+    while (!job->cv.wait_for(lock, std::chrono::milliseconds(kPollMs),
+                             [&] { return job->finished; })) {
+      lock.unlock();
+      if (interrupted()) {
+        // Workers are still stepping envs of this job: the pool cannot be
+        // handed back in a known state, so it is closed (freed once they finish).
+        request_stop(std::string("the pool was closed because a ") + (reset ? "reset" : "step") +
+                     "() waiting for its envs was interrupted; make a new one");
+        throw Interrupted("interrupted");
+      }
+      lock.lock();
+    }
   }
   if (!job->errors.empty()) {
     std::lock_guard<std::mutex> lock(state_mu_);
@@ -374,7 +455,8 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
 }
 
 void Pool::send(const std::vector<int64_t>& ids_in, const ActionBatch& actions, bool reset) {
-  check_open();
+  // Held through the inline run too: close() waits for it before freeing envs.
+  auto api = lock_api(reset ? "async_reset" : "send");
   std::vector<int64_t> ids = resolve_ids(ids_in);
   {
     std::lock_guard<std::mutex> lock(state_mu_);
@@ -408,8 +490,13 @@ void Pool::send(const std::vector<int64_t>& ids_in, const ActionBatch& actions, 
 }
 
 std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
-  std::lock_guard<std::mutex> one_at_a_time(recv_mu_);
   check_open();
+  std::unique_lock<std::mutex> one_at_a_time(recv_mu_, std::try_to_lock);
+  if (!one_at_a_time.owns_lock()) {
+    throw BusyError(
+        "the pool is in use by another thread: recv() was called while another thread's recv() "
+        "is waiting; one recv() at a time per pool");
+  }
   const int64_t bs = config_.batch_size;
   {
     std::lock_guard<std::mutex> lock(state_mu_);
@@ -428,12 +515,25 @@ std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
   {
     auto ready = [&] { return set.completed_batch.load() == batch || closed_.load(); };
     spin_until(ready);
+    // Beyond this a timeout means "no limit" (and a deadline would overflow the clock).
+    constexpr double kForeverS = 1.0e8;
+    const bool forever = timeout_s < 0 || !(timeout_s < kForeverS);
+    const auto deadline =
+        forever ? Clock::time_point::max()
+                : Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(timeout_s));
     std::unique_lock<std::mutex> lock(ready_mu_);
-    if (timeout_s < 0) {
-      ready_cv_.wait(lock, ready);
-    } else if (!ready_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), ready)) {
-      throw TimeoutError("recv() timed out after " + std::to_string(timeout_s) +
-                         " s waiting for " + std::to_string(bs) + " results");
+    for (;;) {
+      const auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(kPollMs));
+      if (ready_cv_.wait_until(lock, slice, ready)) break;
+      if (!forever && Clock::now() >= deadline) {
+        throw TimeoutError("recv() timed out after " + format_number(timeout_s) +
+                           " s waiting for " + std::to_string(bs) + " results");
+      }
+      lock.unlock();
+      // Nothing was consumed: the pool stays usable after the interrupt.
+      if (interrupted()) throw Interrupted("interrupted");
+      lock.lock();
     }
     check_open();
     errors.swap(set.errors);
@@ -452,8 +552,7 @@ std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
 }
 
 void Pool::seed(const std::vector<int64_t>& ids_in, const std::vector<uint64_t>& seeds) {
-  std::lock_guard<std::mutex> api(api_mu_);
-  check_open();
+  auto api = lock_api("seed");
   std::vector<int64_t> ids = resolve_ids(ids_in);
   if (seeds.size() != ids.size()) {
     throw std::invalid_argument("got " + std::to_string(seeds.size()) + " seeds for " +
@@ -502,9 +601,21 @@ void Pool::worker_loop() {
   }
 }
 
-void Pool::run_chunks(Job& job) {
+void Pool::run_chunks(Job& job, bool caller) {
   const int64_t n = static_cast<int64_t>(job.ids.size());
+  auto next_check = Clock::now() + std::chrono::milliseconds(kPollMs);
   for (;;) {
+    if (caller && !job.async && interrupt_check_ && Clock::now() >= next_check) {
+      if (interrupted()) {
+        // Nobody claims the remaining chunks; chunks on workers finish.
+        job.next_chunk.store(job.nchunks);
+        request_stop(std::string("the pool was closed because a ") +
+                     (job.reset ? "reset" : "step") +
+                     "() was interrupted while stepping envs; make a new one");
+        throw Interrupted("interrupted");
+      }
+      next_check = Clock::now() + std::chrono::milliseconds(kPollMs);
+    }
     // Workers abandon async work on close; a sync caller always finishes its
     // own job, so it never waits for chunks nobody will run.
     if (job.async && stopping_.load(std::memory_order_relaxed)) return;

@@ -22,6 +22,9 @@ using Clock = std::chrono::steady_clock;
 constexpr double kInlineNs = 20000.0;
 // Target duration of one chunk when a job is split across threads.
 constexpr double kChunkNs = 10000.0;
+// The calling thread of a sync call runs chunks only below this cost, so
+// that it gets back to its interrupt check (Ctrl-C) within a few ms.
+constexpr double kCallerChunkNs = 5.0e6;
 // Assumed cost of an env step before anything has been measured.
 constexpr double kUnknownNs = 1.0e5;
 // How long a thread spins (yielding) for work or results before it sleeps on
@@ -371,6 +374,7 @@ std::shared_ptr<Pool::Job> Pool::make_job(std::vector<int64_t> ids, bool reset, 
   job->async = async;
   double est = (reset ? ns_per_reset_ : ns_per_step_).load(std::memory_order_relaxed);
   if (est <= 0.0) est = kUnknownNs;
+  job->est_ns = est;
   if (workers_.empty() || est * static_cast<double>(n) < kInlineNs) {
     job->chunk = std::max<int64_t>(n, 1);
     job->nchunks = 1;
@@ -420,16 +424,21 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
   const int64_t participants = static_cast<int64_t>(workers_.size()) + 1;
   auto job = make_job(std::move(ids), reset, false, participants);
   job->sync_buf = buf;
-  if (job->nchunks > 1) {
+  // The caller steps chunks too, unless one chunk would keep it from its
+  // interrupt checks for long (a slow env): then it only waits.
+  const bool caller_helps =
+      job->run_inline || static_cast<double>(job->chunk) * job->est_ns < kCallerChunkNs;
+  if (job->nchunks > 1 || !caller_helps) {
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       queue_.push_back(job);
       queued_.fetch_add(1);
     }
-    const int64_t wake = std::min<int64_t>(job->nchunks - 1, workers_.size());
+    const int64_t wake =
+        std::min<int64_t>(job->nchunks - (caller_helps ? 1 : 0), workers_.size());
     for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
   }
-  run_chunks(*job, true);
+  if (caller_helps) run_chunks(*job, true);
   spin_until([&] { return job->chunks_done.load() == job->nchunks; });
   {
     std::unique_lock<std::mutex> lock(job->mu);

@@ -205,6 +205,7 @@ class Pool {
     int64_t chunk = 1;
     int64_t nchunks = 1;
     bool run_inline = false;  // cheap enough to run on the calling thread
+    double est_ns = 0.0;      // estimated cost of one env (step or reset)
     std::atomic<int64_t> next_chunk{0};
     std::atomic<int64_t> chunks_done{0};
     std::mutex mu;

@@ -116,7 +116,7 @@ inline Options Options::resolve(const std::vector<OptionSpec>& declared,
     const OptionSpec& spec = *it->second;
     const OptionValue& v = kv.second;
     if (spec.type == OptionType::kString) {
-      if (!v.num.empty()) {
+      if (!v.num.empty() && !spec.accepts_number) {
         throw std::invalid_argument("option '" + kv.first + "' expects a string, got the number " +
                                     format_number(v.num[0]) + " (default: '" +
                                     spec.default_str + "')");

@@ -458,15 +458,15 @@ class PoolCollector(BaseCollector):
 
     def _check_action(self, action: np.ndarray, m: int) -> np.ndarray:
         want = self._action_shape(m)
-        # Checked before any reshape: a cast would turn 1.9 into action 1.
+        if action.shape != want:
+            if not (action.size == int(np.prod(want)) and action.ndim == len(want) + 1):
+                raise ValueError(f"PoolCollector({self.env_id!r}): the policy returned actions of"
+                                 f" shape {list(action.shape)}, expected {list(want)}")
+            action = action.reshape(want)
+        # Checked for every shape: a cast would silently turn 1.9 into action 1.
         if self.action_spec.dtype == torch.int64 and action.dtype.kind not in "iu":
             raise TypeError(f"PoolCollector({self.env_id!r}): discrete actions must be integers,"
                             f" got dtype {action.dtype}")
-        if action.shape != want:
-            if action.size == int(np.prod(want)) and action.ndim == len(want) + 1:
-                return action.reshape(want).astype(self._action_np_dtype, copy=False)
-            raise ValueError(f"PoolCollector({self.env_id!r}): the policy returned actions of"
-                             f" shape {list(action.shape)}, expected {list(want)}")
         return action.astype(self._action_np_dtype, copy=False)
 
     def _record_next(self, ids: np.ndarray, obs: np.ndarray, rew: np.ndarray, term: np.ndarray,

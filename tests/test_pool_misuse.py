@@ -154,3 +154,19 @@ def test_gymnasium_single_env_refuses_non_integer_actions_and_reset_options() ->
     with pytest.raises(ValueError, match="reset options are not supported"):
         env.reset(options={"low": -0.1})
     env.close()
+
+
+# -- TorchRL env ----------------------------------------------------------------------------------
+
+def test_torchrl_env_info_keys_string_and_empty_rollout() -> None:
+    from torchfrag.envs import PoolEnv
+
+    with pytest.raises(TypeError, match="info_keys must be a sequence of info names, got the "
+                                        "string 'elapsed_step'"):
+        PoolEnv("CartPole-v1", num_envs=2, info_keys="elapsed_step")
+    env = PoolEnv("CartPole-v1", num_envs=2, info_keys=["elapsed_step"])
+    for n in (0, -1):
+        with pytest.raises(ValueError, match=f"max_steps must be a positive integer, got {n}"):
+            env.rollout(n)
+    assert env.rollout(1)["next", "done"].shape == (2, 1, 1)
+    env.close()

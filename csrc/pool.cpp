@@ -170,8 +170,8 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
   // Enough async sets that a batch handed to Python is not overwritten before
   // the next recv: at most num_envs rows can be claimed past the oldest
   // unreceived batch.
-  const int64_t ring =
-      (config_.num_envs + config_.batch_size - 1) / config_.batch_size + 2;
+  const int64_t ring = AsyncRing::sets_needed(config_.num_envs, config_.batch_size);
+  ring_ = std::make_unique<AsyncRing>(config_.batch_size, ring);
   for (int64_t k = 0; k < ring; ++k) {
     auto set = std::make_unique<AsyncSet>();
     set->buf = std::make_shared<BatchBuffers>(fields_, config_.batch_size, first_info_, num_infos);
@@ -375,17 +375,8 @@ std::shared_ptr<Pool::Job> Pool::make_job(std::vector<int64_t> ids, bool reset, 
   double est = (reset ? ns_per_reset_ : ns_per_step_).load(std::memory_order_relaxed);
   if (est <= 0.0) est = kUnknownNs;
   job->est_ns = est;
-  if (workers_.empty() || est * static_cast<double>(n) < kInlineNs) {
-    job->chunk = std::max<int64_t>(n, 1);
-    job->nchunks = 1;
-    job->run_inline = true;
-    return job;
-  }
-  // Small chunks balance uneven envs; big enough chunks amortise the claim.
-  const int64_t by_time = static_cast<int64_t>(std::ceil(kChunkNs / est));
-  const int64_t by_share = (n + participants - 1) / participants;
-  job->chunk = std::max<int64_t>(1, std::min(by_time, by_share));
-  job->nchunks = (n + job->chunk - 1) / job->chunk;
+  job->plan = plan_chunks(n, est, participants, !workers_.empty(), kInlineNs, kChunkNs);
+  job->claims.reset(n, job->plan);
   return job;
 }
 
@@ -427,19 +418,20 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
   // The caller steps chunks too, unless one chunk would keep it from its
   // interrupt checks for long (a slow env): then it only waits.
   const bool caller_helps =
-      job->run_inline || static_cast<double>(job->chunk) * job->est_ns < kCallerChunkNs;
-  if (job->nchunks > 1 || !caller_helps) {
+      job->plan.run_inline ||
+      static_cast<double>(job->plan.chunk) * job->est_ns < kCallerChunkNs;
+  if (job->plan.nchunks > 1 || !caller_helps) {
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       queue_.push_back(job);
       queued_.fetch_add(1);
     }
     const int64_t wake =
-        std::min<int64_t>(job->nchunks - (caller_helps ? 1 : 0), workers_.size());
+        std::min<int64_t>(job->plan.nchunks - (caller_helps ? 1 : 0), workers_.size());
     for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
   }
   if (caller_helps) run_chunks(*job, true);
-  spin_until([&] { return job->chunks_done.load() == job->nchunks; });
+  spin_until([&] { return job->claims.all_done(); });
   {
     std::unique_lock<std::mutex> lock(job->mu);
     while (!job->cv.wait_for(lock, std::chrono::milliseconds(kPollMs),
@@ -482,7 +474,7 @@ void Pool::send(const std::vector<int64_t>& ids_in, const ActionBatch& actions, 
     in_flight_ += static_cast<int64_t>(ids.size());
   }
   auto job = make_job(std::move(ids), reset, true, static_cast<int64_t>(workers_.size()));
-  if (job->run_inline) {
+  if (job->plan.run_inline) {
     // Cheap work (or no worker threads): do it now rather than pay for a
     // thread hand-off; the results wait in their batch for recv().
     run_chunks(*job);
@@ -494,7 +486,7 @@ void Pool::send(const std::vector<int64_t>& ids_in, const ActionBatch& actions, 
     queue_.push_back(job);
     queued_.fetch_add(1);
   }
-  const int64_t wake = std::min<int64_t>(job->nchunks, workers_.size());
+  const int64_t wake = std::min<int64_t>(job->plan.nchunks, workers_.size());
   for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
 }
 
@@ -519,10 +511,10 @@ std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
     }
   }
   const int64_t batch = recv_batch_;
-  AsyncSet& set = *async_sets_[batch % static_cast<int64_t>(async_sets_.size())];
+  AsyncSet& set = *async_sets_[ring_->set_of(batch)];
   std::vector<std::pair<int64_t, std::string>> errors;
   {
-    auto ready = [&] { return set.completed_batch.load() == batch || closed_.load(); };
+    auto ready = [&] { return ring_->ready(batch) || closed_.load(); };
     spin_until(ready);
     // Beyond this a timeout means "no limit" (and a deadline would overflow the clock).
     constexpr double kForeverS = 1.0e8;
@@ -546,7 +538,7 @@ std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
     }
     check_open();
     errors.swap(set.errors);
-    set.rows_done.store(0);
+    ring_->consumed(batch);
   }
   recv_batch_ = batch + 1;
   const int32_t* env_ids = set.buf->at<int32_t>(BatchBuffers::kEnvId, 0);
@@ -600,7 +592,7 @@ void Pool::worker_loop() {
       queue_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (stop_) return;
       job = queue_.front();
-      if (job->next_chunk.load() >= job->nchunks) {
+      if (job->claims.all_claimed()) {
         queue_.pop_front();
         queued_.fetch_sub(1);
         continue;
@@ -611,13 +603,12 @@ void Pool::worker_loop() {
 }
 
 void Pool::run_chunks(Job& job, bool caller) {
-  const int64_t n = static_cast<int64_t>(job.ids.size());
   auto next_check = Clock::now() + std::chrono::milliseconds(kPollMs);
   for (;;) {
     if (caller && !job.async && interrupt_check_ && Clock::now() >= next_check) {
       if (interrupted()) {
         // Nobody claims the remaining chunks; chunks on workers finish.
-        job.next_chunk.store(job.nchunks);
+        job.claims.cancel();
         request_stop(std::string("the pool was closed because a ") +
                      (job.reset ? "reset" : "step") +
                      "() was interrupted while stepping envs; make a new one");
@@ -628,10 +619,9 @@ void Pool::run_chunks(Job& job, bool caller) {
     // Workers abandon async work on close; a sync caller always finishes its
     // own job, so it never waits for chunks nobody will run.
     if (job.async && stopping_.load(std::memory_order_relaxed)) return;
-    const int64_t c = job.next_chunk.fetch_add(1);
-    if (c >= job.nchunks) return;
-    const int64_t begin = c * job.chunk;
-    const int64_t end = std::min(n, begin + job.chunk);
+    int64_t begin = 0;
+    int64_t end = 0;
+    if (!job.claims.claim(&begin, &end)) return;
     const auto t0 = Clock::now();
     for (int64_t j = begin; j < end; ++j) {
       if (job.async) {
@@ -652,7 +642,7 @@ void Pool::run_chunks(Job& job, bool caller) {
       const double old = estimate.load(std::memory_order_relaxed);
       estimate.store(old <= 0.0 ? ns : 0.8 * old + 0.2 * ns, std::memory_order_relaxed);
     }
-    if (job.chunks_done.fetch_add(1) + 1 == job.nchunks && !job.async) {
+    if (job.claims.finish() && !job.async) {
       {
         std::lock_guard<std::mutex> lock(job.mu);
         job.finished = true;
@@ -665,22 +655,20 @@ void Pool::run_chunks(Job& job, bool caller) {
 void Pool::run_env(Job& job, int64_t env) {
   std::string err = process(env, *scratch_, env, job.reset);
   // Claim the next batch row only now that the env has finished.
-  const int64_t slot = next_slot_.fetch_add(1);
-  const int64_t bs = config_.batch_size;
-  const int64_t batch = slot / bs;
-  const int64_t row = slot % bs;
-  AsyncSet& set = *async_sets_[batch % static_cast<int64_t>(async_sets_.size())];
+  const AsyncRing::Slot slot = ring_->claim();
+  AsyncSet& set = *async_sets_[slot.set];
   for (size_t k = 0; k < fields_.size(); ++k) {
-    std::memcpy(set.buf->at<uint8_t>(k, row), scratch_->at<uint8_t>(k, env), fields_[k].row_bytes);
+    std::memcpy(set.buf->at<uint8_t>(k, slot.row), scratch_->at<uint8_t>(k, env),
+                fields_[k].row_bytes);
   }
   if (!err.empty()) {
     std::lock_guard<std::mutex> lock(ready_mu_);
     set.errors.emplace_back(env, std::move(err));
   }
-  if (set.rows_done.fetch_add(1) + 1 == bs) {
+  if (ring_->row_written(slot)) {
     {
       std::lock_guard<std::mutex> lock(ready_mu_);
-      set.completed_batch = batch;
+      ring_->publish(slot.batch);
     }
     ready_cv_.notify_all();
   }

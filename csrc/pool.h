@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/async_ring.h"
+#include "core/chunk_scheduler.h"
 #include "env.h"
 #include "options.h"
 #include "registry.h"
@@ -202,23 +204,18 @@ class Pool {
     bool reset = false;
     bool async = false;
     std::shared_ptr<BatchBuffers> sync_buf;  // sync jobs: row j <- ids[j]
-    int64_t chunk = 1;
-    int64_t nchunks = 1;
-    bool run_inline = false;  // cheap enough to run on the calling thread
-    double est_ns = 0.0;      // estimated cost of one env (step or reset)
-    std::atomic<int64_t> next_chunk{0};
-    std::atomic<int64_t> chunks_done{0};
+    ChunkPlan plan;
+    ChunkClaims claims;
+    double est_ns = 0.0;  // estimated cost of one env (step or reset)
     std::mutex mu;
     std::condition_variable cv;
     bool finished = false;
     std::vector<std::pair<int64_t, std::string>> errors;  // guarded by mu
   };
 
-  // An async batch slot: rows are claimed in order; ready when all are written.
+  // The memory of one async batch of the ring (the counting is in ring_).
   struct AsyncSet {
     std::shared_ptr<BatchBuffers> buf;
-    std::atomic<int64_t> rows_done{0};
-    std::atomic<int64_t> completed_batch{-1};  // written under ready_mu_, read by spinners
     std::vector<std::pair<int64_t, std::string>> errors;  // guarded by ready_mu_
   };
 
@@ -271,7 +268,7 @@ class Pool {
   // the order they finished, not the order they started.
   std::shared_ptr<BatchBuffers> scratch_;
   std::vector<std::unique_ptr<AsyncSet>> async_sets_;
-  std::atomic<int64_t> next_slot_{0};
+  std::unique_ptr<AsyncRing> ring_;  // completion published under ready_mu_
   int64_t recv_batch_ = 0;   // guarded by recv_mu_
   std::mutex recv_mu_;        // one recv() at a time, so batches are handed out in order
   mutable std::mutex ready_mu_;

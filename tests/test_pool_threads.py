@@ -320,10 +320,11 @@ def test_ctrl_c_interrupts_recv_and_the_pool_stays_usable(timeout: str) -> None:
     pool.async_reset(); pool.recv()
     pool.send(np.zeros(2, dtype=np.int64))
     ctrl_c(0.3)
+    t0 = time.monotonic()
     try:
         pool.recv(timeout={timeout})
     except KeyboardInterrupt:
-        print("latency", latency())
+        print("latency", latency(), "elapsed", time.monotonic() - t0)
     else:
         raise SystemExit("recv was not interrupted")
     obs = pool.recv(timeout=30)[0]   # the same batch, still coming
@@ -331,8 +332,8 @@ def test_ctrl_c_interrupts_recv_and_the_pool_stays_usable(timeout: str) -> None:
     pool.close(); print("ok")
     """)
     assert out.returncode == 0 and "ok" in out.stdout, out.stdout + out.stderr[-3000:]
-    latency = float(out.stdout.split("latency")[1].split()[0])
-    assert latency < 0.5  # 20 ms polling; generous for a loaded machine
+    # 20 ms polling gives ~0.3 s; the env step would end the wait only after 1.5 s.
+    assert float(out.stdout.split("elapsed")[1].split()[0]) < 1.2, out.stdout
 
 
 def test_ctrl_c_interrupts_a_sync_step_and_closes_the_pool_clearly() -> None:
@@ -341,10 +342,11 @@ def test_ctrl_c_interrupts_a_sync_step_and_closes_the_pool_clearly() -> None:
     pool.reset()
     pool.step(np.zeros(2, dtype=np.int64))   # measures the env: the caller only waits now
     ctrl_c(0.2)
+    t0 = time.monotonic()
     try:
         pool.step(np.zeros(2, dtype=np.int64))
     except KeyboardInterrupt:
-        print("latency", latency())
+        print("latency", latency(), "elapsed", time.monotonic() - t0)
     else:
         raise SystemExit("step was not interrupted")
     assert pool.closed
@@ -357,7 +359,8 @@ def test_ctrl_c_interrupts_a_sync_step_and_closes_the_pool_clearly() -> None:
     pool.close(); print("ok")
     """)
     assert out.returncode == 0 and "ok" in out.stdout, out.stdout + out.stderr[-3000:]
-    assert float(out.stdout.split("latency")[1].split()[0]) < 0.5
+    # Interrupted at ~0.2 s, long before the 1 s env step ends.
+    assert float(out.stdout.split("elapsed")[1].split()[0]) < 0.8, out.stdout
 
 
 def test_recv_with_an_infinite_or_huge_timeout_waits() -> None:

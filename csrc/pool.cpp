@@ -300,6 +300,7 @@ std::unique_lock<std::mutex> Pool::lock_api(const char* what) {
 bool Pool::interrupted() { return interrupt_check_ && interrupt_check_(); }
 
 int64_t Pool::in_flight() const {
+  if (forked()) return 0;  // the lock may be held by a thread of the parent
   std::lock_guard<std::mutex> lock(state_mu_);
   return in_flight_;
 }

@@ -225,7 +225,7 @@ FORK_SETUP = """
     b.async_reset()   # results in flight at fork time
     def child_checks():
         for pool in (a, b):
-            assert pool.closed
+            assert pool.closed and pool.in_flight == 0
             for call in (lambda: pool.step(np.zeros(pool.num_envs, dtype=np.int64)),
                          lambda: pool.send(np.zeros(pool.num_envs, dtype=np.int64)),
                          lambda: pool.recv(timeout=1.0), pool.reset):

@@ -252,6 +252,20 @@ ConvertedActions convert_actions(const ActionSpec& spec, const py::object& actio
   return out;
 }
 
+// Runs `f` with the GIL released. A wait the pool abandoned because a Python
+// signal handler raised (see set_interrupt_check below) re-raises that
+// handler's exception, which is still pending on this thread.
+template <typename F>
+auto without_gil(F&& f) -> decltype(f()) {
+  try {
+    py::gil_scoped_release release;
+    return f();
+  } catch (const Interrupted&) {
+    if (PyErr_Occurred() == nullptr) throw std::runtime_error("pool wait interrupted");
+    throw py::error_already_set();
+  }
+}
+
 // A pool plus cached NumPy views of its batch buffers.
 class PyPool {
  public:
@@ -271,17 +285,30 @@ class PyPool {
       throw py::value_error("autoreset must be 'next_step' or 'same_step', got '" + autoreset + "'");
     }
     c.options = convert_options(options);
-    py::gil_scoped_release release;
-    pool_ = std::make_unique<Pool>(std::move(c));
+    {
+      py::gil_scoped_release release;
+      pool_ = std::make_unique<Pool>(std::move(c));
+    }
+    // Blocking waits call this every Pool::kPollMs with the GIL released:
+    // Python runs its signal handlers (Ctrl-C) only on the main thread and
+    // only when asked, and a raising handler ends the wait.
+    pool_->set_interrupt_check([] {
+      py::gil_scoped_acquire gil;
+      return PyErr_CheckSignals() != 0;
+    });
   }
+
+  ~PyPool() {
+    // In a forked child the pool is a copy whose threads do not exist and
+    // whose locks parent threads may hold: leak it rather than join or lock.
+    if (pool_ && pool_->forked()) (void)pool_.release();
+  }
+  PyPool(const PyPool&) = delete;
+  PyPool& operator=(const PyPool&) = delete;
 
   py::tuple reset(const py::object& env_ids) {
     auto ids = convert_ids(env_ids);
-    std::shared_ptr<BatchBuffers> buf;
-    {
-      py::gil_scoped_release release;
-      buf = pool_->reset(ids);
-    }
+    std::shared_ptr<BatchBuffers> buf = without_gil([&] { return pool_->reset(ids); });
     const int64_t n = ids.empty() ? pool_->num_envs() : static_cast<int64_t>(ids.size());
     const py::list& views = views_of(buf, n);
     return py::make_tuple(views[BatchBuffers::kObs], info_dict(views));
@@ -291,11 +318,8 @@ class PyPool {
     auto ids = convert_ids(env_ids);
     const int64_t n = ids.empty() ? pool_->num_envs() : static_cast<int64_t>(ids.size());
     ConvertedActions conv = convert_actions(pool_->spec().action, actions, n);
-    std::shared_ptr<BatchBuffers> buf;
-    {
-      py::gil_scoped_release release;
-      buf = pool_->step(ids, conv.batch());
-    }
+    std::shared_ptr<BatchBuffers> buf =
+        without_gil([&] { return pool_->step(ids, conv.batch()); });
     return step_tuple(views_of(buf, n));
   }
 
@@ -303,39 +327,43 @@ class PyPool {
     auto ids = convert_ids(env_ids);
     const int64_t n = ids.empty() ? pool_->num_envs() : static_cast<int64_t>(ids.size());
     ConvertedActions conv = convert_actions(pool_->spec().action, actions, n);
-    py::gil_scoped_release release;
-    pool_->send(ids, conv.batch(), false);
+    without_gil([&] { pool_->send(ids, conv.batch(), false); });
   }
 
   void async_reset(const py::object& env_ids) {
     auto ids = convert_ids(env_ids);
-    py::gil_scoped_release release;
-    pool_->send(ids, ActionBatch{}, true);
+    without_gil([&] { pool_->send(ids, ActionBatch{}, true); });
   }
 
   py::tuple recv(const py::object& timeout) {
-    double t = -1.0;
+    double t = -1.0;  // no limit
     if (!timeout.is_none()) {
-      t = timeout.cast<double>();
-      if (!(t >= 0.0)) throw py::value_error("timeout must be >= 0 seconds or None");
+      if (py::isinstance<py::bool_>(timeout) ||
+          !(py::isinstance<py::int_>(timeout) || py::isinstance<py::float_>(timeout) ||
+            PyNumber_Check(timeout.ptr()) == 1) ||
+          py::isinstance<py::str>(timeout)) {
+        throw py::type_error("timeout must be a number of seconds or None, got " +
+                             std::string(py::str(py::repr(timeout))) + " of type " +
+                             std::string(py::str(py::type::of(timeout).attr("__name__"))));
+      }
+      t = py::float_(timeout).cast<double>();
+      if (!(t >= 0.0)) {
+        throw py::value_error("timeout must be >= 0 seconds (inf: no limit) or None, got " +
+                              std::string(py::str(py::repr(timeout))));
+      }
     }
-    std::shared_ptr<BatchBuffers> buf;
-    {
-      py::gil_scoped_release release;
-      buf = pool_->recv(t);
-    }
+    std::shared_ptr<BatchBuffers> buf = without_gil([&] { return pool_->recv(t); });
     return step_tuple(views_of(buf, pool_->batch_size()));
   }
 
   void seed(const py::object& env_ids, const std::vector<uint64_t>& seeds) {
     auto ids = convert_ids(env_ids);
-    py::gil_scoped_release release;
-    pool_->seed(ids, seeds);
+    without_gil([&] { pool_->seed(ids, seeds); });
   }
 
   void close() {
-    py::gil_scoped_release release;
-    pool_->close();
+    if (pool_->forked()) return;  // nothing of a parent's pool may be touched here
+    without_gil([&] { pool_->close(); });
   }
 
   Pool& pool() { return *pool_; }

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -61,6 +63,34 @@ class EnvOptions {
   int64_t index_;
 };
 
+// Largest magnitude of an integer option (they end up in int32 fields).
+constexpr double kMaxIntOption = 2147483647.0;
+
+// A number as the user wrote it: integers without a fraction, others with %g.
+inline std::string format_number(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buf[64];
+  if (x == std::floor(x) && std::fabs(x) < 1e15) {
+    std::snprintf(buf, sizeof(buf), "%.0f", x);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.17g", x);
+  }
+  return buf;
+}
+
+// Whether `name` is one bound of a declared (min, max) pair.
+inline bool is_range_bound(const std::string& name,
+                           const std::map<std::string, const OptionSpec*>& declared) {
+  auto ends_with = [&](const char* suffix) {
+    const size_t k = std::strlen(suffix);
+    return name.size() > k && name.compare(name.size() - k, k, suffix) == 0;
+  };
+  if (ends_with("_min")) return declared.count(name.substr(0, name.size() - 4) + "_max") > 0;
+  if (ends_with("_max")) return declared.count(name.substr(0, name.size() - 4) + "_min") > 0;
+  return false;
+}
+
 inline Options Options::resolve(const std::vector<OptionSpec>& declared,
                                 const std::map<std::string, OptionValue>& given,
                                 int64_t num_envs) {
@@ -86,11 +116,17 @@ inline Options Options::resolve(const std::vector<OptionSpec>& declared,
     const OptionSpec& spec = *it->second;
     const OptionValue& v = kv.second;
     if (spec.type == OptionType::kString) {
+      if (!v.num.empty() && !spec.accepts_number) {
+        throw std::invalid_argument("option '" + kv.first + "' expects a string, got the number " +
+                                    format_number(v.num[0]) + " (default: '" +
+                                    spec.default_str + "')");
+      }
       out.values_[kv.first] = v;
       continue;
     }
     if (v.num.empty()) {
-      throw std::invalid_argument("option '" + kv.first + "' expects a number, got a string");
+      throw std::invalid_argument("option '" + kv.first + "' expects a number, got the string '" +
+                                  v.str + "'");
     }
     if (v.num.size() != 1) {
       if (!spec.per_env) {
@@ -103,16 +139,29 @@ inline Options Options::resolve(const std::vector<OptionSpec>& declared,
                                     std::to_string(num_envs) + " envs");
       }
     }
+    // Only the bounds of a Gymnasium range (an option `<base>_min` or
+    // `<base>_max` whose twin is declared too, e.g. healthy_z_range=(0.7, inf))
+    // may be infinite; an infinite physical parameter (a pole length, a force,
+    // a noise scale) would only turn the observations into NaN.
+    const bool may_be_inf = spec.type == OptionType::kFloat && is_range_bound(kv.first, by_name);
     for (double x : v.num) {
-      // Float options may be infinite (Gymnasium ranges such as (0.7, inf)); never NaN.
-      if (std::isnan(x) || (spec.type != OptionType::kFloat && !std::isfinite(x))) {
-        throw std::invalid_argument("option '" + kv.first + "' must be " +
-                                    (spec.type == OptionType::kFloat ? "a number, not NaN"
-                                                                     : "finite"));
+      if (std::isnan(x) || (!may_be_inf && !std::isfinite(x))) {
+        throw std::invalid_argument(
+            "option '" + kv.first + "' must be a finite number, got " + format_number(x) +
+            (spec.type == OptionType::kFloat && !std::isnan(x)
+                 ? " (only the bounds of a range, *_min/*_max, may be infinite)"
+                 : ""));
       }
       if (spec.type == OptionType::kInt && x != std::floor(x)) {
         throw std::invalid_argument("option '" + kv.first + "' expects an integer, got " +
-                                    std::to_string(x));
+                                    format_number(x));
+      }
+      // Integer options are counts, sizes and modes that end up in 32-bit
+      // fields (elapsed_step); a value beyond that range would wrap around.
+      if (spec.type == OptionType::kInt && std::fabs(x) > kMaxIntOption) {
+        throw std::invalid_argument("option '" + kv.first + "' expects an integer in [-" +
+                                    format_number(kMaxIntOption) + ", " +
+                                    format_number(kMaxIntOption) + "], got " + format_number(x));
       }
       if (spec.type == OptionType::kBool && x != 0.0 && x != 1.0) {
         throw std::invalid_argument("option '" + kv.first + "' expects a bool");

@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <system_error>
+
+#include <pthread.h>
 
 namespace torchfrag {
 
@@ -19,6 +22,9 @@ using Clock = std::chrono::steady_clock;
 constexpr double kInlineNs = 20000.0;
 // Target duration of one chunk when a job is split across threads.
 constexpr double kChunkNs = 10000.0;
+// The calling thread of a sync call runs chunks only below this cost, so
+// that it gets back to its interrupt check (Ctrl-C) within a few ms.
+constexpr double kCallerChunkNs = 5.0e6;
 // Assumed cost of an env step before anything has been measured.
 constexpr double kUnknownNs = 1.0e5;
 // How long a thread spins (yielding) for work or results before it sleeps on
@@ -47,7 +53,20 @@ std::string join_ids(const std::vector<int64_t>& ids, size_t limit = 16) {
   return s;
 }
 
+std::atomic<uint64_t> g_fork_generation{0};
+
+// Registered once per process image (the handler is inherited by children).
+const bool g_atfork_registered = [] {
+  pthread_atfork(nullptr, nullptr, [] { g_fork_generation.fetch_add(1); });
+  return true;
+}();
+
 }  // namespace
+
+uint64_t fork_generation() {
+  (void)g_atfork_registered;
+  return g_fork_generation.load(std::memory_order_relaxed);
+}
 
 void BatchBuffers::FreeAligned::operator()(uint8_t* p) const { std::free(p); }
 
@@ -108,7 +127,10 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
   spec_.id = config_.env_id;
   spec_.options = declared;
   max_episode_steps_ = static_cast<int64_t>(options_.num("max_episode_steps"));
-  if (max_episode_steps_ < 0) throw std::invalid_argument("max_episode_steps must be >= 0");
+  if (max_episode_steps_ < 0) {
+    throw std::invalid_argument("max_episode_steps must be >= 0 (0: no limit), got " +
+                                std::to_string(max_episode_steps_));
+  }
   spec_.max_episode_steps = max_episode_steps_;
   action_numel_ = spec_.action.numel();
 
@@ -148,8 +170,8 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
   // Enough async sets that a batch handed to Python is not overwritten before
   // the next recv: at most num_envs rows can be claimed past the oldest
   // unreceived batch.
-  const int64_t ring =
-      (config_.num_envs + config_.batch_size - 1) / config_.batch_size + 2;
+  const int64_t ring = AsyncRing::sets_needed(config_.num_envs, config_.batch_size);
+  ring_ = std::make_unique<AsyncRing>(config_.batch_size, ring);
   for (int64_t k = 0; k < ring; ++k) {
     auto set = std::make_unique<AsyncSet>();
     set->buf = std::make_shared<BatchBuffers>(fields_, config_.batch_size, first_info_, num_infos);
@@ -157,7 +179,16 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
   }
 
   for (int64_t t = 0; t < config_.num_threads; ++t) {
-    workers_.emplace_back([this] { worker_loop(); });
+    try {
+      workers_.emplace_back([this] { worker_loop(); });
+    } catch (const std::system_error& e) {
+      // No destructor runs for a half-built object: stop and join the
+      // workers already started before their condition variable goes away.
+      close();
+      throw std::runtime_error("could not start worker thread " + std::to_string(t + 1) +
+                               " of num_threads=" + std::to_string(config_.num_threads) + " (" +
+                               e.what() + "); ask for fewer threads");
+    }
   }
 }
 
@@ -190,14 +221,23 @@ void Pool::build_envs(const EnvFamily& family) {
       }
     } helpers;
     const int64_t extra = std::min(config_.num_threads, n) - 1;
-    for (int64_t t = 0; t < extra; ++t) helpers.threads.emplace_back(build);
+    for (int64_t t = 0; t < extra; ++t) {
+      try {
+        helpers.threads.emplace_back(build);
+      } catch (const std::system_error&) {
+        break;  // fewer builders (e.g. thread limit reached): the others do the work
+      }
+    }
     build();
   }
   if (error) std::rethrow_exception(error);
 }
 
-void Pool::close() {
-  if (closed_.exchange(true)) return;
+void Pool::request_stop(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(reason_mu_);
+    if (close_reason_.empty()) close_reason_ = reason;
+  }
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     stop_ = true;
@@ -205,26 +245,62 @@ void Pool::close() {
     queue_.clear();
     queued_.store(0);
   }
+  closed_.store(true);
   queue_cv_.notify_all();
   {
     // Wake any recv() so it can report the closed pool.
     std::lock_guard<std::mutex> lock(ready_mu_);
   }
   ready_cv_.notify_all();
-  for (auto& w : workers_) {
-    if (w.joinable()) w.join();
+}
+
+void Pool::close() {
+  // A copy made by fork(): the workers are not ours and the locks may be
+  // held by threads of the parent. Touch nothing.
+  if (forked()) return;
+  request_stop("the pool is closed; make a new one");
+  {
+    std::lock_guard<std::mutex> lock(join_mu_);
+    for (auto& w : workers_) {
+      if (w.joinable()) w.join();
+    }
   }
-  // A sync call running on another thread finishes its own chunks; wait for it
-  // before the envs go away.
+  // A sync call or an inline send running on another thread finishes its
+  // own chunks; wait for it before the envs go away.
   std::lock_guard<std::mutex> api(api_mu_);
   for (auto& s : slots_) s.env.reset();
 }
 
 void Pool::check_open() const {
-  if (closed_.load()) throw ClosedError("the pool is closed; make a new one");
+  if (forked()) {
+    throw ClosedError(
+        "this pool was made in the parent process before fork(); its worker threads do not "
+        "exist in this child: make a new pool here");
+  }
+  if (closed_.load()) {
+    std::lock_guard<std::mutex> lock(reason_mu_);
+    throw ClosedError(close_reason_.empty() ? "the pool is closed; make a new one"
+                                            : close_reason_);
+  }
 }
 
+std::unique_lock<std::mutex> Pool::lock_api(const char* what) {
+  check_open();
+  std::unique_lock<std::mutex> lock(api_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    check_open();  // a close() in progress holds the lock too
+    throw BusyError(std::string("the pool is in use by another thread: ") + what +
+                    "() was called while a reset/step/send/seed call of another thread is "
+                    "running; a pool serves one such call at a time (use one pool per thread, "
+                    "or a lock around the calls)");
+  }
+  return lock;
+}
+
+bool Pool::interrupted() { return interrupt_check_ && interrupt_check_(); }
+
 int64_t Pool::in_flight() const {
+  if (forked()) return 0;  // the lock may be held by a thread of the parent
   std::lock_guard<std::mutex> lock(state_mu_);
   return in_flight_;
 }
@@ -299,23 +375,14 @@ std::shared_ptr<Pool::Job> Pool::make_job(std::vector<int64_t> ids, bool reset, 
   job->async = async;
   double est = (reset ? ns_per_reset_ : ns_per_step_).load(std::memory_order_relaxed);
   if (est <= 0.0) est = kUnknownNs;
-  if (workers_.empty() || est * static_cast<double>(n) < kInlineNs) {
-    job->chunk = std::max<int64_t>(n, 1);
-    job->nchunks = 1;
-    job->run_inline = true;
-    return job;
-  }
-  // Small chunks balance uneven envs; big enough chunks amortise the claim.
-  const int64_t by_time = static_cast<int64_t>(std::ceil(kChunkNs / est));
-  const int64_t by_share = (n + participants - 1) / participants;
-  job->chunk = std::max<int64_t>(1, std::min(by_time, by_share));
-  job->nchunks = (n + job->chunk - 1) / job->chunk;
+  job->est_ns = est;
+  job->plan = plan_chunks(n, est, participants, !workers_.empty(), kInlineNs, kChunkNs);
+  job->claims.reset(n, job->plan);
   return job;
 }
 
 std::shared_ptr<BatchBuffers> Pool::reset(const std::vector<int64_t>& ids_in) {
-  std::lock_guard<std::mutex> api(api_mu_);
-  check_open();
+  auto api = lock_api("reset");
   std::vector<int64_t> ids = resolve_ids(ids_in);
   {
     std::lock_guard<std::mutex> lock(state_mu_);
@@ -329,8 +396,7 @@ std::shared_ptr<BatchBuffers> Pool::reset(const std::vector<int64_t>& ids_in) {
 
 std::shared_ptr<BatchBuffers> Pool::step(const std::vector<int64_t>& ids_in,
                                          const ActionBatch& actions) {
-  std::lock_guard<std::mutex> api(api_mu_);
-  check_open();
+  auto api = lock_api("step");
   std::vector<int64_t> ids = resolve_ids(ids_in);
   {
     std::lock_guard<std::mutex> lock(state_mu_);
@@ -350,20 +416,37 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
   const int64_t participants = static_cast<int64_t>(workers_.size()) + 1;
   auto job = make_job(std::move(ids), reset, false, participants);
   job->sync_buf = buf;
-  if (job->nchunks > 1) {
+  // The caller steps chunks too, unless one chunk would keep it from its
+  // interrupt checks for long (a slow env): then it only waits.
+  const bool caller_helps =
+      job->plan.run_inline ||
+      static_cast<double>(job->plan.chunk) * job->est_ns < kCallerChunkNs;
+  if (job->plan.nchunks > 1 || !caller_helps) {
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       queue_.push_back(job);
       queued_.fetch_add(1);
     }
-    const int64_t wake = std::min<int64_t>(job->nchunks - 1, workers_.size());
+    const int64_t wake =
+        std::min<int64_t>(job->plan.nchunks - (caller_helps ? 1 : 0), workers_.size());
     for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
   }
-  run_chunks(*job);
-  spin_until([&] { return job->chunks_done.load() == job->nchunks; });
+  if (caller_helps) run_chunks(*job, true);
+  spin_until([&] { return job->claims.all_done(); });
   {
     std::unique_lock<std::mutex> lock(job->mu);
-    job->cv.wait(lock, [&] { return job->finished; });
+    while (!job->cv.wait_for(lock, std::chrono::milliseconds(kPollMs),
+                             [&] { return job->finished; })) {
+      lock.unlock();
+      if (interrupted()) {
+        // Workers are still stepping envs of this job: the pool cannot be
+        // handed back in a known state, so it is closed (freed once they finish).
+        request_stop(std::string("the pool was closed because a ") + (reset ? "reset" : "step") +
+                     "() waiting for its envs was interrupted; make a new one");
+        throw Interrupted("interrupted");
+      }
+      lock.lock();
+    }
   }
   if (!job->errors.empty()) {
     std::lock_guard<std::mutex> lock(state_mu_);
@@ -374,7 +457,8 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
 }
 
 void Pool::send(const std::vector<int64_t>& ids_in, const ActionBatch& actions, bool reset) {
-  check_open();
+  // Held through the inline run too: close() waits for it before freeing envs.
+  auto api = lock_api(reset ? "async_reset" : "send");
   std::vector<int64_t> ids = resolve_ids(ids_in);
   {
     std::lock_guard<std::mutex> lock(state_mu_);
@@ -391,7 +475,7 @@ void Pool::send(const std::vector<int64_t>& ids_in, const ActionBatch& actions, 
     in_flight_ += static_cast<int64_t>(ids.size());
   }
   auto job = make_job(std::move(ids), reset, true, static_cast<int64_t>(workers_.size()));
-  if (job->run_inline) {
+  if (job->plan.run_inline) {
     // Cheap work (or no worker threads): do it now rather than pay for a
     // thread hand-off; the results wait in their batch for recv().
     run_chunks(*job);
@@ -403,13 +487,18 @@ void Pool::send(const std::vector<int64_t>& ids_in, const ActionBatch& actions, 
     queue_.push_back(job);
     queued_.fetch_add(1);
   }
-  const int64_t wake = std::min<int64_t>(job->nchunks, workers_.size());
+  const int64_t wake = std::min<int64_t>(job->plan.nchunks, workers_.size());
   for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
 }
 
 std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
-  std::lock_guard<std::mutex> one_at_a_time(recv_mu_);
   check_open();
+  std::unique_lock<std::mutex> one_at_a_time(recv_mu_, std::try_to_lock);
+  if (!one_at_a_time.owns_lock()) {
+    throw BusyError(
+        "the pool is in use by another thread: recv() was called while another thread's recv() "
+        "is waiting; one recv() at a time per pool");
+  }
   const int64_t bs = config_.batch_size;
   {
     std::lock_guard<std::mutex> lock(state_mu_);
@@ -423,21 +512,34 @@ std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
     }
   }
   const int64_t batch = recv_batch_;
-  AsyncSet& set = *async_sets_[batch % static_cast<int64_t>(async_sets_.size())];
+  AsyncSet& set = *async_sets_[ring_->set_of(batch)];
   std::vector<std::pair<int64_t, std::string>> errors;
   {
-    auto ready = [&] { return set.completed_batch.load() == batch || closed_.load(); };
+    auto ready = [&] { return ring_->ready(batch) || closed_.load(); };
     spin_until(ready);
+    // Beyond this a timeout means "no limit" (and a deadline would overflow the clock).
+    constexpr double kForeverS = 1.0e8;
+    const bool forever = timeout_s < 0 || !(timeout_s < kForeverS);
+    const auto deadline =
+        forever ? Clock::time_point::max()
+                : Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(timeout_s));
     std::unique_lock<std::mutex> lock(ready_mu_);
-    if (timeout_s < 0) {
-      ready_cv_.wait(lock, ready);
-    } else if (!ready_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), ready)) {
-      throw TimeoutError("recv() timed out after " + std::to_string(timeout_s) +
-                         " s waiting for " + std::to_string(bs) + " results");
+    for (;;) {
+      const auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(kPollMs));
+      if (ready_cv_.wait_until(lock, slice, ready)) break;
+      if (!forever && Clock::now() >= deadline) {
+        throw TimeoutError("recv() timed out after " + format_number(timeout_s) +
+                           " s waiting for " + std::to_string(bs) + " results");
+      }
+      lock.unlock();
+      // Nothing was consumed: the pool stays usable after the interrupt.
+      if (interrupted()) throw Interrupted("interrupted");
+      lock.lock();
     }
     check_open();
     errors.swap(set.errors);
-    set.rows_done.store(0);
+    ring_->consumed(batch);
   }
   recv_batch_ = batch + 1;
   const int32_t* env_ids = set.buf->at<int32_t>(BatchBuffers::kEnvId, 0);
@@ -452,8 +554,7 @@ std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
 }
 
 void Pool::seed(const std::vector<int64_t>& ids_in, const std::vector<uint64_t>& seeds) {
-  std::lock_guard<std::mutex> api(api_mu_);
-  check_open();
+  auto api = lock_api("seed");
   std::vector<int64_t> ids = resolve_ids(ids_in);
   if (seeds.size() != ids.size()) {
     throw std::invalid_argument("got " + std::to_string(seeds.size()) + " seeds for " +
@@ -492,7 +593,7 @@ void Pool::worker_loop() {
       queue_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (stop_) return;
       job = queue_.front();
-      if (job->next_chunk.load() >= job->nchunks) {
+      if (job->claims.all_claimed()) {
         queue_.pop_front();
         queued_.fetch_sub(1);
         continue;
@@ -502,16 +603,26 @@ void Pool::worker_loop() {
   }
 }
 
-void Pool::run_chunks(Job& job) {
-  const int64_t n = static_cast<int64_t>(job.ids.size());
+void Pool::run_chunks(Job& job, bool caller) {
+  auto next_check = Clock::now() + std::chrono::milliseconds(kPollMs);
   for (;;) {
+    if (caller && !job.async && interrupt_check_ && Clock::now() >= next_check) {
+      if (interrupted()) {
+        // Nobody claims the remaining chunks; chunks on workers finish.
+        job.claims.cancel();
+        request_stop(std::string("the pool was closed because a ") +
+                     (job.reset ? "reset" : "step") +
+                     "() was interrupted while stepping envs; make a new one");
+        throw Interrupted("interrupted");
+      }
+      next_check = Clock::now() + std::chrono::milliseconds(kPollMs);
+    }
     // Workers abandon async work on close; a sync caller always finishes its
     // own job, so it never waits for chunks nobody will run.
     if (job.async && stopping_.load(std::memory_order_relaxed)) return;
-    const int64_t c = job.next_chunk.fetch_add(1);
-    if (c >= job.nchunks) return;
-    const int64_t begin = c * job.chunk;
-    const int64_t end = std::min(n, begin + job.chunk);
+    int64_t begin = 0;
+    int64_t end = 0;
+    if (!job.claims.claim(&begin, &end)) return;
     const auto t0 = Clock::now();
     for (int64_t j = begin; j < end; ++j) {
       if (job.async) {
@@ -532,7 +643,7 @@ void Pool::run_chunks(Job& job) {
       const double old = estimate.load(std::memory_order_relaxed);
       estimate.store(old <= 0.0 ? ns : 0.8 * old + 0.2 * ns, std::memory_order_relaxed);
     }
-    if (job.chunks_done.fetch_add(1) + 1 == job.nchunks && !job.async) {
+    if (job.claims.finish() && !job.async) {
       {
         std::lock_guard<std::mutex> lock(job.mu);
         job.finished = true;
@@ -545,22 +656,20 @@ void Pool::run_chunks(Job& job) {
 void Pool::run_env(Job& job, int64_t env) {
   std::string err = process(env, *scratch_, env, job.reset);
   // Claim the next batch row only now that the env has finished.
-  const int64_t slot = next_slot_.fetch_add(1);
-  const int64_t bs = config_.batch_size;
-  const int64_t batch = slot / bs;
-  const int64_t row = slot % bs;
-  AsyncSet& set = *async_sets_[batch % static_cast<int64_t>(async_sets_.size())];
+  const AsyncRing::Slot slot = ring_->claim();
+  AsyncSet& set = *async_sets_[slot.set];
   for (size_t k = 0; k < fields_.size(); ++k) {
-    std::memcpy(set.buf->at<uint8_t>(k, row), scratch_->at<uint8_t>(k, env), fields_[k].row_bytes);
+    std::memcpy(set.buf->at<uint8_t>(k, slot.row), scratch_->at<uint8_t>(k, env),
+                fields_[k].row_bytes);
   }
   if (!err.empty()) {
     std::lock_guard<std::mutex> lock(ready_mu_);
     set.errors.emplace_back(env, std::move(err));
   }
-  if (set.rows_done.fetch_add(1) + 1 == bs) {
+  if (ring_->row_written(slot)) {
     {
       std::lock_guard<std::mutex> lock(ready_mu_);
-      set.completed_batch = batch;
+      ring_->publish(slot.batch);
     }
     ready_cv_.notify_all();
   }

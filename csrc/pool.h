@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -22,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/async_ring.h"
+#include "core/chunk_scheduler.h"
 #include "env.h"
 #include "options.h"
 #include "registry.h"
@@ -46,6 +49,23 @@ struct EnvError : std::runtime_error {
 struct ClosedError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// Raised when a call is made while another thread's call on the same pool
+// is running (see Pool for the rule).
+struct BusyError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Raised when a wait was abandoned because the interrupt check asked for it
+// (in Python: a signal handler raised, e.g. KeyboardInterrupt on Ctrl-C).
+struct Interrupted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// How many times this process has been forked off its parent (the count is
+// bumped in the child by a pthread_atfork handler). A pool made under another
+// count belongs to an ancestor: its worker threads do not exist here.
+uint64_t fork_generation();
 
 // One output array of a batch: the batch dimension first, then the spec shape.
 struct FieldSpec {
@@ -109,8 +129,23 @@ struct ActionBatch {
   const double* values = nullptr;
 };
 
+// Threads: one pool serves one call at a time among reset/step/send/seed; a
+// second such call made while one runs on another thread raises BusyError at
+// once (it never waits, never steps an env twice). recv() may run on another
+// thread than send() (producer/consumer), but only one recv() at a time.
+// close() may be called from any thread: it stops the workers, then waits for
+// every call in progress (sync, inline async, worker chunks) before freeing
+// the envs; the waiting calls then raise ClosedError.
+//
+// Every blocking wait (a sync step waiting for workers, recv) wakes every
+// kPollMs to run the interrupt check, so Python's signal handlers run while
+// the GIL is released. An interrupted recv() leaves the pool as it was; an
+// interrupted sync call closes the pool (envs may still be stepping on
+// workers), and later calls say so.
 class Pool {
  public:
+  static constexpr int kPollMs = 20;
+
   explicit Pool(PoolConfig config);
   ~Pool();
   Pool(const Pool&) = delete;
@@ -141,9 +176,17 @@ class Pool {
   void seed(const std::vector<int64_t>& ids, const std::vector<uint64_t>& seeds);
 
   int64_t in_flight() const;
-  bool closed() const { return closed_.load(); }
-  // Stop workers (finishing the chunk each is on) and free the envs. Idempotent.
+  bool closed() const { return closed_.load() || forked(); }
+  // Whether this object was made before a fork() of this process (it is a
+  // copy in the child): nothing of it may be used or destroyed there.
+  bool forked() const { return fork_generation() != generation_; }
+  // Stop workers (finishing the chunk each is on), wait for the calls in
+  // progress, free the envs. Idempotent; a no-op in a forked child.
   void close();
+
+  // Called every kPollMs by blocking waits on the calling thread; returning
+  // true abandons the wait with Interrupted. Set once, before any call.
+  void set_interrupt_check(std::function<bool()> check) { interrupt_check_ = std::move(check); }
 
  private:
   struct EnvSlot {
@@ -161,25 +204,26 @@ class Pool {
     bool reset = false;
     bool async = false;
     std::shared_ptr<BatchBuffers> sync_buf;  // sync jobs: row j <- ids[j]
-    int64_t chunk = 1;
-    int64_t nchunks = 1;
-    bool run_inline = false;  // cheap enough to run on the calling thread
-    std::atomic<int64_t> next_chunk{0};
-    std::atomic<int64_t> chunks_done{0};
+    ChunkPlan plan;
+    ChunkClaims claims;
+    double est_ns = 0.0;  // estimated cost of one env (step or reset)
     std::mutex mu;
     std::condition_variable cv;
     bool finished = false;
     std::vector<std::pair<int64_t, std::string>> errors;  // guarded by mu
   };
 
-  // An async batch slot: rows are claimed in order; ready when all are written.
+  // The memory of one async batch of the ring (the counting is in ring_).
   struct AsyncSet {
     std::shared_ptr<BatchBuffers> buf;
-    std::atomic<int64_t> rows_done{0};
-    std::atomic<int64_t> completed_batch{-1};  // written under ready_mu_, read by spinners
     std::vector<std::pair<int64_t, std::string>> errors;  // guarded by ready_mu_
   };
 
+  // try_lock of api_mu_: BusyError when another thread's call runs.
+  std::unique_lock<std::mutex> lock_api(const char* what);
+  // Sets the stop flags and wakes everyone; no joining, no waiting.
+  void request_stop(const std::string& reason);
+  bool interrupted();
   void check_open() const;
   std::vector<int64_t> resolve_ids(const std::vector<int64_t>& ids) const;
   void validate_for_step(const std::vector<int64_t>& ids, const ActionBatch& actions) const;
@@ -187,7 +231,9 @@ class Pool {
   std::shared_ptr<Job> make_job(std::vector<int64_t> ids, bool reset, bool async,
                                 int64_t participants);
   std::shared_ptr<BatchBuffers> run_sync(std::vector<int64_t> ids, bool reset);
-  void run_chunks(Job& job);
+  // `caller`: run on the thread that made the call, which may be interrupted
+  // between chunks (sync jobs only).
+  void run_chunks(Job& job, bool caller = false);
   void run_env(Job& job, int64_t env);
   // Steps or resets one env into `row` of `buf`; returns an error message or "".
   std::string process(int64_t env, BatchBuffers& buf, int64_t row, bool reset);
@@ -222,7 +268,7 @@ class Pool {
   // the order they finished, not the order they started.
   std::shared_ptr<BatchBuffers> scratch_;
   std::vector<std::unique_ptr<AsyncSet>> async_sets_;
-  std::atomic<int64_t> next_slot_{0};
+  std::unique_ptr<AsyncRing> ring_;  // completion published under ready_mu_
   int64_t recv_batch_ = 0;   // guarded by recv_mu_
   std::mutex recv_mu_;        // one recv() at a time, so batches are handed out in order
   mutable std::mutex ready_mu_;
@@ -242,6 +288,11 @@ class Pool {
   bool stop_ = false;  // guarded by queue_mu_
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closed_{false};
+  mutable std::mutex reason_mu_;
+  std::string close_reason_;  // guarded by reason_mu_
+  std::mutex join_mu_;        // one closer joins the workers
+  uint64_t generation_ = fork_generation();
+  std::function<bool()> interrupt_check_;
 
   // Running estimates of the cost of one env step / reset, to size chunks and
   // to decide what runs inline. Kept apart: a cheap reset says nothing about

@@ -87,6 +87,7 @@ struct OptionSpec {
   std::string default_str;   // kString
   bool per_env = false;      // accepts one value per env (domain randomisation)
   std::string doc;
+  bool accepts_number = false;  // kString that may also be given a number (a name or an index)
 };
 
 struct EnvSpec {
@@ -110,9 +111,10 @@ inline OptionSpec opt_int(std::string name, int64_t def, std::string doc, bool p
 inline OptionSpec opt_bool(std::string name, bool def, std::string doc) {
   return OptionSpec{std::move(name), OptionType::kBool, def ? 1.0 : 0.0, "", false, std::move(doc)};
 }
-inline OptionSpec opt_str(std::string name, std::string def, std::string doc) {
+inline OptionSpec opt_str(std::string name, std::string def, std::string doc,
+                          bool accepts_number = false) {
   return OptionSpec{std::move(name), OptionType::kString, 0.0, std::move(def), false,
-                    std::move(doc)};
+                    std::move(doc), accepts_number};
 }
 
 inline ActionSpec discrete_action(int64_t n) {

@@ -314,7 +314,7 @@ def test_float32_actions_accepted(cheetah) -> None:
     ({"ctrl_cost_weight": [0.1, 0.2, 0.3]}, "per-env values"),
     ({"xml_file": "no_such_model.xml"}, "no_such_model.xml' does not exist"),
     ({"xml_file": "/nonexistent/dir/ant.xml"}, "does not exist"),
-    ({"reset_noise_scale": np.nan}, "not NaN"),
+    ({"reset_noise_scale": np.nan}, "must be a finite number, got nan"),
 ])
 def test_bad_options_rejected(options: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):

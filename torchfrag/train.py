@@ -161,6 +161,29 @@ def _check(cfg: DictConfig) -> None:
         raise ValueError(f"unknown policy {cfg.policy.name!r}; available: {list(POLICIES)}")
     if cfg.logger.backend not in ("csv", "tensorboard", "none"):
         raise ValueError(f"logger.backend must be csv, tensorboard or none, got {cfg.logger.backend!r}")
+    # Torch seeds are signed 64-bit: 2**63 and above overflow deep inside.
+    if not 0 <= int(cfg.seed) < 2**63:
+        raise ValueError(f"seed must be in [0, 2**63), got {cfg.seed}")
+    for key in ("total_frames", "algo.total_frames"):
+        value = OmegaConf.select(cfg, key)
+        if value is not None and int(value) <= 0:
+            raise ValueError(f"{key} must be a positive number of frames, got {value}")
+    if int(cfg.checkpoint_every) < 0:
+        raise ValueError(f"checkpoint_every must be >= 0 (0: only the final checkpoint), "
+                         f"got {cfg.checkpoint_every}")
+
+
+def _check_resume(cfg: DictConfig, path: str, ckpt: dict[str, Any]) -> None:
+    """Refuses a checkpoint written for another env or algorithm (its saved config says)."""
+    saved_yaml = ckpt.get("config")
+    if not saved_yaml:
+        return
+    saved = OmegaConf.create(saved_yaml)
+    for key in ("env.id", "algo.name"):
+        was, now = OmegaConf.select(saved, key), OmegaConf.select(cfg, key)
+        if was is not None and was != now:
+            raise ValueError(f"resume={path!r} was trained with {key}={was!r}, but this run has "
+                             f"{key}={now!r}; resume with {key}={was!r} or start a new run")
 
 
 def _make_logger(cfg: DictConfig, run_dir: str) -> Any:
@@ -273,6 +296,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         from torchfrag.runtime.checkpoint import load_for_resume
 
         resume_path, ckpt = load_for_resume(str(cfg.resume))
+        _check_resume(cfg, resume_path, ckpt)
         loop.load_training_state(ckpt["state"])
         torch.set_rng_state(ckpt["rng"])
         start = int(ckpt["iteration"])

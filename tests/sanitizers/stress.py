@@ -2,8 +2,9 @@
 
 Exercises every env family that is built: sync stepping in both auto-reset
 modes, async send/recv with random batch sizes and partial sends, partial
-resets, errors raised inside envs, close while envs are in flight and close
-racing a waiting ``recv``. Exits non-zero if the pool misbehaves; the
+resets, errors raised inside envs, close while envs are in flight, close
+racing a waiting ``recv``, two threads sharing one pool, and close from one
+thread while another thread's send steps envs. Exits non-zero if the pool misbehaves; the
 sanitizer runtime reports memory errors and data races on its own.
 
 Usage: python tests/sanitizers/stress.py [--scale 1.0]
@@ -118,6 +119,63 @@ def close_race_workload() -> None:
         assert not t.is_alive(), "recv did not return after close"
 
 
+def two_thread_workload(scale: float) -> None:
+    """Two threads on one pool: sync steps against send/recv (one is refused while the other runs)."""
+    pool = make("Debug-v0", num_envs=4, num_threads=2, episode_length=0, step_sleep_us=200)
+    pool.reset()
+    acts = np.zeros(4, dtype=np.int64)
+    rounds = max(20, int(200 * scale))
+
+    def stepper() -> None:
+        for _ in range(rounds):
+            try:
+                pool.step(acts)
+            except (RuntimeError, ValueError):
+                pass  # busy, or the other thread's envs are in flight
+
+    def sender() -> None:
+        for _ in range(rounds):
+            try:
+                pool.send(acts)
+            except (RuntimeError, ValueError):
+                continue
+            pool.recv(timeout=60)
+
+    threads = [threading.Thread(target=stepper), threading.Thread(target=sender)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+        assert not t.is_alive(), "two-thread workload hung"
+    pool.close()
+
+
+def close_while_sending_workload() -> None:
+    """close() from one thread while another thread's send steps envs inline or on workers."""
+    for trial in range(6):
+        cheap = trial % 2 == 0  # cheap envs run inline on the sender, slow ones on workers
+        pool = make("Debug-v0", num_envs=16, num_threads=2, episode_length=0,
+                    step_sleep_us=0 if cheap else 500)
+        pool.async_reset()
+        pool.recv(timeout=60)
+        acts = np.zeros(16, dtype=np.int64)
+
+        def loop() -> None:
+            try:
+                while True:
+                    pool.send(acts)
+                    pool.recv(timeout=60)
+            except (PoolClosedError, RuntimeError):
+                pass
+
+        t = threading.Thread(target=loop)
+        t.start()
+        threading.Event().wait(0.005 * (trial + 1))
+        pool.close()
+        t.join(timeout=60)
+        assert not t.is_alive(), "sender did not return after close"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies iteration counts")
@@ -131,6 +189,8 @@ def main() -> None:
         print(f"ok {env_id}", flush=True)
     error_workload(rng)
     close_race_workload()
+    two_thread_workload(args.scale)
+    close_while_sending_workload()
     print("stress workload finished", flush=True)
 
 

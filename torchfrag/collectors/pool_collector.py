@@ -257,6 +257,9 @@ class PoolCollector(BaseCollector):
             raise ValueError(f"frames_per_batch must be positive, got {frames_per_batch}")
         if total_frames is None:
             total_frames = -1
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) \
+                or num_envs <= 0:
+            raise ValueError(f"PoolCollector: num_envs must be a positive integer, got {num_envs!r}")
         if batch_size is None:
             batch_size = max(1, num_envs // 2)
         if deterministic and num_envs % batch_size:
@@ -456,10 +459,11 @@ class PoolCollector(BaseCollector):
     def _check_action(self, action: np.ndarray, m: int) -> np.ndarray:
         want = self._action_shape(m)
         if action.shape != want:
-            if action.size == int(np.prod(want)) and action.ndim == len(want) + 1:
-                return action.reshape(want).astype(self._action_np_dtype, copy=False)
-            raise ValueError(f"PoolCollector({self.env_id!r}): the policy returned actions of"
-                             f" shape {list(action.shape)}, expected {list(want)}")
+            if not (action.size == int(np.prod(want)) and action.ndim == len(want) + 1):
+                raise ValueError(f"PoolCollector({self.env_id!r}): the policy returned actions of"
+                                 f" shape {list(action.shape)}, expected {list(want)}")
+            action = action.reshape(want)
+        # Checked for every shape: a cast would silently turn 1.9 into action 1.
         if self.action_spec.dtype == torch.int64 and action.dtype.kind not in "iu":
             raise TypeError(f"PoolCollector({self.env_id!r}): discrete actions must be integers,"
                             f" got dtype {action.dtype}")

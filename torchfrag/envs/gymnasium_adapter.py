@@ -126,14 +126,23 @@ class PoolSingleEnv(gymnasium.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        if options:  # as PoolVectorEnv: the pool takes its options at construction
+            raise ValueError(f"reset options are not supported by the pool, got {options}")
         if seed is not None:
             self.pool.seed([seed])
         obs, info = self.pool.reset()
         return obs[0].copy(), {k: v[0].copy() for k, v in info.items()}
 
     def step(self, action: Any):
-        act = np.asarray(action)[None] if self.pool.spec.action_space.shape else np.asarray(
-            [int(action)])
+        if self.pool.spec.action_space.shape:
+            act = np.asarray(action)[None]
+        else:
+            # int(1.7) or int("1") would quietly pick action 1: only integers are actions.
+            a = np.asarray(action)
+            if a.shape != () or a.dtype.kind not in "iu" or isinstance(action, (bool, np.bool_)):
+                raise TypeError(f"{self.pool.env_id}: a discrete action must be one integer in "
+                                f"[0, {self.action_space.n}), got {action!r}")
+            act = a.astype(np.int64)[None]
         obs, reward, terminated, truncated, info = self.pool.step(act)
         return (obs[0].copy(), float(reward[0]), bool(terminated[0]), bool(truncated[0]),
                 {k: v[0].copy() for k, v in info.items()})

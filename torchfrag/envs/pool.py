@@ -18,6 +18,9 @@ PoolClosedError = C.PoolClosedError
 
 AUTORESET_MODES = ("next_step", "same_step")
 _MAX_SEED = 2**64
+# Env ids travel as int32; far below that, buffers for one row per env would
+# exhaust memory long before a pool could be used.
+MAX_ENVS = 2**22
 
 
 def normalize_options(env_id: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -55,20 +58,42 @@ def per_env_seeds(seed: int | Sequence[int] | None, num_envs: int) -> list[int]:
     """
     if seed is None:
         seed = int.from_bytes(os.urandom(8), "little")
-    if isinstance(seed, (bool, np.bool_)):
-        raise TypeError("seed must be an int or a sequence of ints, got bool")
-    if isinstance(seed, (int, np.integer)):
+    if _is_int(seed):
         seed = int(seed)
         if not 0 <= seed < _MAX_SEED:
             raise ValueError(f"seed must be in [0, 2**64), got {seed}")
         return [C.env_seed(seed, i) for i in range(num_envs)]
-    seeds = [int(s) for s in seed]
+    # A str is a sequence too ("12" would become seeds [1, 2]): refused with floats.
+    if isinstance(seed, (str, bytes)) or not isinstance(seed, (Sequence, np.ndarray)):
+        raise TypeError("seed must be an int in [0, 2**64), a sequence of such ints (one per env)"
+                        f" or None, got {type(seed).__name__} {seed!r}")
+    seeds = list(seed)
+    for s in seeds:
+        if not _is_int(s):
+            raise TypeError(f"seeds must be ints in [0, 2**64), got {type(s).__name__} {s!r} in"
+                            f" {seed!r}")
+        if not 0 <= int(s) < _MAX_SEED:
+            raise ValueError(f"seeds must be in [0, 2**64), got {s}")
     if len(seeds) != num_envs:
         raise ValueError(f"got {len(seeds)} seeds for {num_envs} envs")
-    for s in seeds:
-        if not 0 <= s < _MAX_SEED:
-            raise ValueError(f"seeds must be in [0, 2**64), got {s}")
-    return seeds
+    return [int(s) for s in seeds]
+
+
+def _is_int(value: Any) -> bool:
+    """An integer that is not a bool (``True`` is no seed or size)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def as_action_array(actions: Any) -> Any:
+    """A torch tensor as NumPy (detached, on the CPU; bfloat16 as float32); others unchanged."""
+    if type(actions).__module__.startswith("torch") and hasattr(actions, "detach"):
+        import torch
+
+        t = actions.detach().cpu()
+        if t.dtype == torch.bfloat16:  # NumPy has no bfloat16
+            t = t.float()
+        return t.numpy()
+    return actions
 
 
 class EnvPool:
@@ -93,6 +118,25 @@ class EnvPool:
 
     Async results come back in the order envs *finish*: a slow env does not
     hold up the envs that finished before it.
+
+    Threads: a pool serves one :meth:`reset`/:meth:`step`/:meth:`send`/
+    :meth:`seed` call at a time; such a call made while another thread's call
+    runs raises ``RuntimeError("the pool is in use by another thread ...")``
+    at once (it never waits and never steps an env twice). :meth:`recv` may
+    run on another thread than :meth:`send`, one :meth:`recv` at a time.
+    :meth:`close` may come from any thread: it waits for the calls in
+    progress, which then end with :class:`PoolClosedError`.
+
+    Signals: blocking waits (a sync step waiting for its workers,
+    :meth:`recv`) run Python's signal handlers every 20 ms, so Ctrl-C raises
+    ``KeyboardInterrupt``. An interrupted :meth:`recv` leaves the pool as it
+    was; an interrupted :meth:`step`/:meth:`reset` closes the pool (its envs
+    were still stepping) and later calls say so.
+
+    Fork: in a child made by ``fork`` (``os.fork``, ``multiprocessing``'s
+    fork start method) the parent's pools are unusable (every call raises
+    :class:`PoolClosedError`), :meth:`close` does nothing, and destroying
+    them touches nothing: make new pools in the child.
 
     Args:
         env_id: A registered id, see :func:`torchfrag.envs.list_envs`.
@@ -134,6 +178,8 @@ class EnvPool:
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
         if num_envs <= 0:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs}")
+        if num_envs > MAX_ENVS:
+            raise ValueError(f"num_envs must be at most {MAX_ENVS}, got {num_envs}")
         if batch_size is not None and not 1 <= batch_size <= num_envs:
             raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
         if num_threads is not None and num_threads <= 0:
@@ -223,13 +269,19 @@ class EnvPool:
         ``info`` holds ``env_id``, ``elapsed_step``, the env's own infos and,
         with ``autoreset="same_step"``, ``final_obs``.
         """
-        return self._pool.step(actions, env_ids)
+        return self._pool.step(as_action_array(actions), env_ids)
 
     def seed(self, seed: int | Sequence[int],
              env_ids: Sequence[int] | np.ndarray | None = None) -> None:
         """Reseeds envs; the new seeds take effect at their next reset."""
         ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+            raise TypeError(f"env_ids must be a 1-D sequence of integers, got {env_ids!r}")
+        bad = ids[(ids < 0) | (ids >= self.num_envs)]
+        if bad.size:
+            raise ValueError(f"env id {int(bad[0])} is out of range [0, {self.num_envs}) "
+                             f"(env_ids={ids.tolist()})")
+        if _is_int(seed):
             pool_seeds = per_env_seeds(int(seed), self.num_envs)
             seeds = [pool_seeds[int(i)] for i in ids]
         else:
@@ -239,7 +291,7 @@ class EnvPool:
     # -- async --------------------------------------------------------------------
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
         """Starts stepping envs (all by default) without waiting."""
-        self._pool.send(actions, env_ids)
+        self._pool.send(as_action_array(actions), env_ids)
 
     def async_reset(self, env_ids: Sequence[int] | np.ndarray | None = None,
                     seed: int | Sequence[int] | None = None) -> None:

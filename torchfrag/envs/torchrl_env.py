@@ -83,6 +83,9 @@ def resolve_info_keys(spec: EnvSpec, info_keys: Sequence[str] | None) -> dict[st
     available = {info_key(n): n for n in ("elapsed_step", *spec.infos)}
     if info_keys is None:
         return dict(available)
+    if isinstance(info_keys, str):  # iterating it would look up 's', 't', ...
+        raise TypeError(f"info_keys must be a sequence of info names, got the string "
+                        f"{info_keys!r}; write [{info_keys!r}]")
     out: dict[str, str] = {}
     for name in info_keys:
         key = name if name in available else info_key(name)
@@ -477,6 +480,8 @@ class PoolEnv(EnvBase):
             >>> env.rollout(5, break_when_any_done=False)["next", "done"].shape
             torch.Size([3, 5, 1])
         """
+        if isinstance(max_steps, bool) or int(max_steps) != max_steps or max_steps < 1:
+            raise ValueError(f"rollout: max_steps must be a positive integer, got {max_steps!r}")
         generic = (
             break_when_any_done is not False or bool(break_when_all_done) or callback is not None
             or max_steps < 1

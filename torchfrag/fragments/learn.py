@@ -76,6 +76,9 @@ class Learn(Fragment):
             raise ValueError("give minibatch_size or num_minibatches, not both")
         if epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {epochs}")
+        for name, value in (("minibatch_size", minibatch_size), ("num_minibatches", num_minibatches)):
+            if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+                raise ValueError(f"{name} must be a positive integer (or None), got {value!r}")
         in_keys = list(select_keys) if select_keys is not None else list(getattr(loss, "in_keys", []))
         out_keys = [k for k in getattr(loss, "out_keys", []) or []] + ["loss", "grad_norm", "lr"]
         super().__init__(in_keys, out_keys, owns=loss)

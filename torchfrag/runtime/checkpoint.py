@@ -98,16 +98,29 @@ def load_checkpoint(path: str) -> dict[str, Any]:
     parts = header.rstrip(b"\n").split(b" ")
     if len(parts) != 4 or parts[0] != MAGIC:
         raise CheckpointError(f"{path!r} is not a torchfrag checkpoint (bad header)")
-    if int(parts[1]) != VERSION:
-        raise CheckpointError(f"{path!r} has checkpoint format {int(parts[1])}, expected {VERSION}")
-    digest = parts[2].split(b"=", 1)[1].decode()
-    size = int(parts[3].split(b"=", 1)[1])
+    try:
+        version = int(parts[1])
+        key_d, digest = parts[2].decode("ascii").split("=", 1)
+        key_s, size_text = parts[3].decode("ascii").split("=", 1)
+        size = int(size_text)
+    except (ValueError, UnicodeDecodeError):
+        raise CheckpointError(f"{path!r} has a damaged header line: {header[:120]!r}") from None
+    if (key_d, key_s) != ("sha256", "size"):
+        raise CheckpointError(f"{path!r} has a damaged header line: {header[:120]!r}")
+    if version != VERSION:
+        raise CheckpointError(f"{path!r} has checkpoint format {version}, expected {VERSION}")
     if len(payload) != size:
         raise CheckpointError(f"{path!r} is truncated: {len(payload)} of {size} payload bytes")
     actual = hashlib.sha256(payload).hexdigest()
     if actual != digest:
         raise CheckpointError(f"{path!r} is corrupted: sha256 {actual} != recorded {digest}")
-    return torch.load(io.BytesIO(payload), weights_only=True)
+    try:
+        return torch.load(io.BytesIO(payload), weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means an unusable file
+        # A payload whose checksum matches but holds a global the safe loader
+        # refuses (or is otherwise not loadable) is as unusable as a torn one.
+        raise CheckpointError(f"{path!r} does not load safely: {type(err).__name__}: "
+                              f"{str(err).splitlines()[0] if str(err) else ''}") from err
 
 
 def find_latest_checkpoint(folder: str) -> tuple[str, dict[str, Any]] | None:

@@ -31,6 +31,7 @@ from torchrl.collectors import BaseCollector
 from torchrl.data import Composite
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from torchfrag.envs._torchrl_compat import new_tensordict
 from torchfrag.envs.pool import EnvPool
 from torchfrag.envs.torchrl_env import (
     action_spec_from,
@@ -376,7 +377,7 @@ class PoolCollector(BaseCollector):
         data = {"observation": torch.from_numpy(obs)}
         for k in self.info_keys:
             data[k] = torch.from_numpy(np.asarray(info[k]))
-        td = TensorDict._new_unsafe(data, batch_size=torch.Size([len(obs)]))
+        td = new_tensordict(data, torch.Size([len(obs)]))
         if self.policy_device.type != "cpu":
             td = td.to(self.policy_device, non_blocking=True)
         return td
@@ -524,8 +525,8 @@ class PoolCollector(BaseCollector):
             else:
                 flat[key] = val
         for name, sub in nested.items():
-            flat[name] = TensorDict._new_unsafe(sub, batch_size=torch.Size([n, t]))
-        batch = TensorDict._new_unsafe(flat, batch_size=torch.Size([n, t]))
+            flat[name] = new_tensordict(sub, torch.Size([n, t]))
+        batch = new_tensordict(flat, torch.Size([n, t]))
         if self.storing_device is not None and self.storing_device.type != "cpu":
             batch = batch.to(self.storing_device, non_blocking=True)
         batch.refine_names(..., "time")

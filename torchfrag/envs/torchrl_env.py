@@ -34,8 +34,10 @@ import torch
 from gymnasium import spaces
 from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
+from torchrl.data.utils import numpy_to_torch_dtype_dict
 from torchrl.envs import EnvBase
 
+from torchfrag.envs._torchrl_compat import make_compatible_policy, new_tensordict, step_mdp
 from torchfrag.envs.pool import EnvPool
 from torchfrag.envs.spec import EnvSpec
 
@@ -43,16 +45,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["PoolEnv", "observation_spec_from", "action_spec_from"]
 
-_NP_TO_TORCH = {
-    np.dtype(np.float32): torch.float32,
-    np.dtype(np.float64): torch.float64,
-    np.dtype(np.uint8): torch.uint8,
-    np.dtype(np.int8): torch.int8,
-    np.dtype(np.int16): torch.int16,
-    np.dtype(np.int32): torch.int32,
-    np.dtype(np.int64): torch.int64,
-    np.dtype(np.bool_): torch.bool,
-}
 
 #: TensorDict keys TorchRL (or its common transforms) own; an env info with
 #: one of these names is exposed as ``"info_<name>"`` (e.g. Atari's
@@ -104,7 +96,7 @@ def remap_infos(info: dict, names: dict[str, str]) -> dict:
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
     try:
-        return _NP_TO_TORCH[np.dtype(dtype)]
+        return numpy_to_torch_dtype_dict[np.dtype(dtype)]
     except KeyError:
         raise TypeError(f"no torch dtype for numpy dtype {dtype}") from None
 
@@ -233,6 +225,12 @@ class PoolEnv(EnvBase):
         **options: Any,
     ) -> None:
         device = torch.device(device) if device is not None else torch.device("cpu")
+        # What pickling rebuilds the env from (in the receiving process: the
+        # pool itself, its threads and C++ envs, cannot cross a process).
+        self._init_args = (env_id, num_envs)
+        self._init_kwargs = dict(num_threads=num_threads, seed=seed, device=device,
+                                 info_keys=None if info_keys is None else list(info_keys),
+                                 **options)
         super().__init__(device=device, batch_size=torch.Size([num_envs]))
         self._pool = EnvPool(env_id, num_envs=num_envs, num_threads=num_threads, seed=seed,
                              autoreset="same_step", **options)
@@ -271,6 +269,28 @@ class PoolEnv(EnvBase):
             torch.Size([2])
         """
         return cls(env_id, num_envs, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles as the constructor call: the copy is a new pool with the same arguments.
+
+        The copy starts un-reset, with the constructor's seed (TorchRL's
+        multiprocess collectors reset and seed the envs they receive). A
+        subclass whose constructor takes other arguments overrides this.
+
+        Example:
+            >>> import pickle
+            >>> from torchfrag.envs import PoolEnv
+            >>> env = pickle.loads(pickle.dumps(PoolEnv("CartPole-v1", 2)))
+            >>> env.batch_size
+            torch.Size([2])
+        """
+        return (_rebuild, (type(self), self._init_args, self._init_kwargs))
+
+    @property
+    def _fast_paths_ok(self) -> bool:
+        """Whether the fused paths may bypass ``_step``/``_reset`` (not overridden by a subclass)."""
+        cls = type(self)
+        return cls._step is PoolEnv._step and cls._reset is PoolEnv._reset
 
     # -- specs -----------------------------------------------------------------------
     def _make_specs(self) -> None:
@@ -423,10 +443,13 @@ class PoolEnv(EnvBase):
         ``tensordict`` holds the transition (terminal observations under
         ``"next"``), ``tensordict_`` the input of the next step.
         """
+        if not self._fast_paths_ok:
+            # A subclass's _step/_reset must see every step and reset.
+            return super()._step_and_maybe_reset(tensordict)
         if tensordict.device != self.device:
             tensordict = tensordict.to(self.device)
         tensordict = self.step(tensordict)
-        tensordict_ = self._step_mdp(tensordict)
+        tensordict_ = step_mdp(self, tensordict)
         if self._pending.any():
             idx = torch.from_numpy(np.flatnonzero(self._pending))
             obs = tensordict_.get("observation").clone()
@@ -468,8 +491,8 @@ class PoolEnv(EnvBase):
         ``actions``, ``set_truncated`` or device casting), the rollout is written
         straight into preallocated ``[num_envs, max_steps]`` tensors, one pool
         call and one copy per entry and step; the result is the same
-        TensorDict TorchRL's generic loop builds. Other arguments use the
-        generic loop.
+        TensorDict TorchRL's generic loop builds. Other arguments, and subclasses
+        that override ``_step`` or ``_reset``, use the generic loop.
 
         Example:
             >>> from torchfrag.envs import PoolEnv
@@ -478,7 +501,7 @@ class PoolEnv(EnvBase):
             torch.Size([3, 5, 1])
         """
         generic = (
-            break_when_any_done is not False or bool(break_when_all_done) or callback is not None
+            not self._fast_paths_ok or break_when_any_done is not False or bool(break_when_all_done) or callback is not None
             or max_steps < 1
             or any(kwargs.get(k) not in (None, False) for k in
                    ("actions", "out", "set_truncated", "auto_cast_to_device", "set_state"))
@@ -494,11 +517,8 @@ class PoolEnv(EnvBase):
 
     def _fast_rollout(self, max_steps: int, policy: Any, auto_reset: bool,
                       tensordict: TensorDictBase | None, trust_policy: bool) -> TensorDictBase:
-        from torchrl.envs.utils import _make_compatible_policy
-
         if policy is not None:
-            policy = _make_compatible_policy(policy, self.observation_spec, env=self,
-                                             fast_wrap=True, trust_policy=trust_policy)
+            policy = make_compatible_policy(policy, self.observation_spec, self, trust_policy)
         if auto_reset:
             root = self.reset(tensordict)
         elif tensordict is None:
@@ -549,9 +569,8 @@ class PoolEnv(EnvBase):
                 if policy is None:
                     action = action_spec.rand()
                 else:
-                    td_t = TensorDict._new_unsafe(
-                        {k: v[:, t] for k, v in root_out.items()}, batch_size=self.batch_size,
-                        device=dev)
+                    td_t = new_tensordict({k: v[:, t] for k, v in root_out.items()},
+                                          self.batch_size, dev)
                     if not carried.is_empty():
                         td_t.update(carried)
                     out = policy(td_t)
@@ -599,8 +618,7 @@ class PoolEnv(EnvBase):
         for key in carried.keys(include_nested=True, leaves_only=True):
             if key not in extras:
                 data[key] = torch.stack([carried.get(key)] * steps, 1)
-        data["next"] = TensorDict._new_unsafe(next_out, batch_size=torch.Size((n, steps)),
-                                              device=dev)
+        data["next"] = new_tensordict(next_out, torch.Size((n, steps)), dev)
         result = TensorDict(data, batch_size=(n, steps), device=dev)
         result.refine_names(..., "time")
         return result
@@ -619,7 +637,7 @@ class PoolEnv(EnvBase):
         }
         for k in self.info_keys:
             host[k] = torch.from_numpy(info[k])
-        moved = TensorDict._new_unsafe(host, batch_size=self.batch_size).to(
+        moved = new_tensordict(host, self.batch_size).to(
             self.device, non_blocking=True)
         for k in ("observation", "reward", "terminated", "truncated", "done", *self.info_keys):
             next_out[k][:, t] = moved.get(k)
@@ -642,3 +660,8 @@ class PoolEnv(EnvBase):
     def __repr__(self) -> str:
         return (f"PoolEnv({self.env_id!r}, num_envs={self.num_envs}, device={self.device},"
                 f" info_keys={self.info_keys})")
+
+
+def _rebuild(cls: type, args: tuple, kwargs: dict) -> PoolEnv:
+    """Unpickles a :class:`PoolEnv` (see :meth:`PoolEnv.__reduce__`)."""
+    return cls(*args, **kwargs)

@@ -324,15 +324,16 @@ class PoolCollector(BaseCollector):
                             f" returning one, got {type(create_env_fn).__name__}")
         env_id = create_env_fn
         if isinstance(create_env_fn, PoolEnv) and create_env_fn._fast_paths_ok \
-                and not generic_only:
+                and create_env_fn.pool_conventions and not generic_only:
             # A plain PoolEnv: the same env, collected by a new async pool.
             env = create_env_fn
             env_id = env.env_id
             num_envs = env.num_envs
             kw = dict(env._init_kwargs)
             seed, num_threads = kw.pop("seed"), kw.pop("num_threads")
-            kw.pop("device")
-            kw.pop("info_keys")
+            for k in ("device", "info_keys", "categorical_action_encoding", "from_pixels",
+                      "observation_dtype"):
+                kw.pop(k)
             info_keys = env.info_keys
             options = {**kw, **options}
             if storing_device is None and env.device.type != "cpu":
@@ -381,6 +382,10 @@ class PoolCollector(BaseCollector):
         spec = self._pool.spec
         self._info_names = resolve_info_keys(spec, info_keys)
         self._renamed = any(k != v for k, v in self._info_names.items())
+        # Infos stored under "next" are the terminal step's (same-step auto-reset
+        # puts the new episode's values under the plain names).
+        self._final_src = {k: v if v == "elapsed_step" else f"final_{v}"
+                           for k, v in self._info_names.items()}
         #: TensorDict keys of the stored infos.
         self.info_keys = list(self._info_names)
         self.observation_spec: Composite = observation_spec_from(
@@ -617,8 +622,8 @@ class PoolCollector(BaseCollector):
         slots.write(("next", "terminated"), ids, pos, term[:, None], pmax, flat)
         slots.write(("next", "truncated"), ids, pos, trunc[:, None], pmax, flat)
         slots.write(("next", "done"), ids, pos, done[:, None], pmax, flat)
-        for k in self.info_keys:
-            val = info[k] if rows is None else info[k][rows]
+        for k, src in self._final_src.items():
+            val = info[src] if rows is None else info[src][rows]
             slots.write(("next", k), ids, pos, val, pmax, flat)
         self._count[ids] += 1
         self._just_reset[ids] = done

@@ -150,6 +150,8 @@ def observation_spec_from(spec: EnvSpec, num_envs: int | None, info_keys: Sequen
         raise TypeError(f"unsupported observation space {space}")
     lead = () if num_envs is None else (num_envs,)
     obs = _array_spec((*lead, *space.shape), space.dtype, space.low, space.high, device)
+    if observation_key == "pixels":  # GymEnv's pixel entries are Unbounded uint8
+        obs = Unbounded(shape=obs.shape, dtype=obs.dtype, device=device)
     if observation_dtype is not None and observation_dtype != obs.dtype:
         obs = obs.to(observation_dtype)
     entries: dict[str, Any] = {observation_key: obs}

@@ -24,6 +24,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -105,6 +106,7 @@ def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(group="env", name="env_schema", node=EnvConfig)
+    _store_registered_envs(cs)
     for name, node in _algo_schemas().items():
         cs.store(group="algo", name=f"{name}_schema", node=node)
     cs.store(group="policy", name="policy_schema", node=PolicyConfig)
@@ -112,6 +114,42 @@ def register_schemas() -> None:
 
     register_policy_schemas()
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)
+
+
+#: The env group file whose settings an id without its own file inherits, per family
+#: (recognised by an option only that family has).
+_FAMILY_TEMPLATES = (("episodic_life", "Pong-v5"),)
+
+
+def _store_registered_envs(cs: Any) -> None:
+    """``env=<id>`` for every registered id: ids without a ``conf/env/<id>.yaml`` file get
+    their family's settings (Atari: those of ``Pong-v5.yaml``; others: none)."""
+    for node in _registered_env_nodes(config_dir()):
+        cs.store(group="env", name=node.id, node=node)
+
+
+@functools.lru_cache(maxsize=4)
+def _registered_env_nodes(conf_dir: str) -> tuple[EnvConfig, ...]:
+    from omegaconf import OmegaConf
+
+    from torchfrag.envs import list_envs, spec
+
+    folder = os.path.join(conf_dir, "env")
+    nodes = []
+    for env_id in list_envs():
+        if os.path.isfile(os.path.join(folder, f"{env_id}.yaml")):
+            continue
+        options: dict[str, Any] = {}
+        eval_envs = EnvConfig.eval_envs
+        for option, template in _FAMILY_TEMPLATES:
+            path = os.path.join(folder, f"{template}.yaml")
+            if option in spec(env_id).options and os.path.isfile(path):
+                conf = OmegaConf.load(path)
+                options = OmegaConf.to_container(conf.get("options", {}))
+                eval_envs = int(conf.get("eval_envs", eval_envs))
+                break
+        nodes.append(EnvConfig(id=env_id, options=options, eval_envs=eval_envs))
+    return tuple(nodes)
 
 
 def config_dir() -> str:

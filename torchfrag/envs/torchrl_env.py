@@ -672,12 +672,18 @@ class PoolEnv(EnvBase):
             np_next = {k: v.numpy() for k, v in next_out.items()}
             np_root = {k: v.numpy() for k, v in root_out.items()}
             np_action = action_out.numpy()
-        rand_n = int(action_spec.n) if (policy is None and discrete and not self._one_hot) else 0
+        rand_n = int(self.pool_spec.action_space.n) if (policy is None and discrete) else 0
         one_hot = self._one_hot
+        rows = np.arange(n)
         for t in range(steps):
             if rand_n:
-                action = torch.randint(0, rand_n, (n,), dtype=torch.int64, device=dev)
-                action_np = action.numpy() if on_cpu else action.cpu().numpy()
+                # Uniform indices (the same distribution as the spec's rand()), one-hot
+                # encoded straight into the output below when the spec is OneHot.
+                idx = torch.randint(0, rand_n, (n,), dtype=torch.int64)
+                action_np = idx.numpy()
+                action = idx.to(dev) if not one_hot else None
+                if one_hot and not on_cpu:
+                    action = torch.nn.functional.one_hot(idx, rand_n).to(dev)
             else:
                 if policy is None:
                     action = action_spec.rand()
@@ -697,7 +703,8 @@ class PoolEnv(EnvBase):
             np.logical_or(term, trunc, out=done)
             if on_cpu:
                 if one_hot:
-                    action_out[:, t] = action
+                    np_action[:, t] = 0
+                    np_action[rows, t, action_np] = 1
                 else:
                     np_action[:, t] = action_np.reshape(np_action.shape[:1] + np_action.shape[2:])
                 np_next[obs_key][:, t] = info["final_obs"]

@@ -176,7 +176,13 @@ def _as_tensor(value: Any) -> torch.Tensor:
 
 
 class _RandomPolicy:
-    """Uniform random actions for a batch (the ``policy=None`` default)."""
+    """Uniform random actions for a batch (the ``policy=None`` default).
+
+    Kept instead of TorchRL's ``RandomPolicy``: that one writes into a
+    TensorDict built per call, while :meth:`sample` hands the pool a bare
+    tensor (the collector's random mode runs at ~0.5M frames/s, where a
+    TensorDict per batch is a measurable share).
+    """
 
     def __init__(self, action_spec_unbatched: Any) -> None:
         self.spec = action_spec_unbatched

@@ -103,6 +103,9 @@ def _torch_dtype(dtype: np.dtype) -> torch.dtype:
 
 def _array_spec(shape: tuple[int, ...], dtype: np.dtype, low: np.ndarray | None,
                 high: np.ndarray | None, device: torch.device | None):
+    # Not TorchRL's GymEnv conversion (``torchrl.envs.libs.gym._gym_to_torchrl_spec_transform``):
+    # it is private, takes Gymnasium spaces (the pool's infos are not spaces) and would turn
+    # an int32 info with an infinite bound into garbage bounds. The rules are GymEnv's.
     tdtype = _torch_dtype(dtype)
     if tdtype == torch.bool:
         return Categorical(2, shape=shape, dtype=torch.bool, device=device)

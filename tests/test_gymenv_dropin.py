@@ -279,3 +279,23 @@ def test_next_infos_are_the_terminal_steps() -> None:
     assert bool(ended["next", "done"][:, 4].all()) and not bool(going["next", "done"].any())
     torch.testing.assert_close(ended["next", "x_position"], going["next", "x_position"])
     torch.testing.assert_close(ended["next", "observation"], going["next", "observation"])
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_unbatched_env_passes_torchrl_checks(env_id: str) -> None:
+    import pickle
+
+    from torchrl.envs import ObservationNorm
+    from torchrl.envs.utils import check_env_specs
+
+    env = PoolEnv(env_id, seed=0)
+    check_env_specs(env)
+    td = env.rollout(400)  # stops at the first done, as GymEnv's
+    assert td.ndim == 1 and (bool(td["next", "done"][-1]) or td.shape[0] == 400)
+    copy = pickle.loads(pickle.dumps(env))
+    assert copy.batch_size == torch.Size([]) and copy.action_spec == env.action_spec
+    norm = TransformedEnv(PoolEnv(env_id, seed=0), ObservationNorm(in_keys=["observation"]))
+    norm.transform.init_stats(64)  # TorchRL's defaults work on the unbatched env
+    assert norm.transform.loc.shape == env.observation_spec["observation"].shape
+    for e in (env, copy, norm):
+        e.close()

@@ -17,6 +17,10 @@ Systems (CartPole-v1, 64 envs; Pong-v5, 8 envs, when the Atari envs are built):
   batched envs of ``GymEnv``. ``ParallelEnv`` runs 2 workers (one per core)
   of ``SerialEnv(32)``: 64 single-env workers do not start on a 2-core machine
   (8 workers take ~45 s to start and step at ~800 frames/s).
+* ``... (GymEnv conventions)``: the same with ``PoolEnv`` in GymEnv's
+  conventions (``OneHot`` actions, no info entries; batched); the collector
+  gets that ``PoolEnv`` instance (TorchRL's ``Collector`` then runs it, as
+  the pool path yields the pool's own conventions) and a one-hot MLP policy.
 * ``PoolCollector`` vs ``Collector(ParallelEnv)``: the same MLP policy
   (4-64-64-2, sampled actions) as one ``TensorDictModule``, ``frames_per_batch``
   = 64 x 32; and ``PoolCollector(deterministic=True)`` vs its default mode.
@@ -64,21 +68,29 @@ Runner = Callable[[], float]
 class _MLPPolicy(torch.nn.Module):
     """4-64-64-n MLP, actions sampled from its logits (any batch shape)."""
 
-    def __init__(self, obs_dim: int, n_actions: int) -> None:
+    def __init__(self, obs_dim: int, n_actions: int, one_hot: bool = False) -> None:
         super().__init__()
+        self.one_hot = one_hot
         torch.manual_seed(0)
         self.net = torch.nn.Sequential(torch.nn.Linear(obs_dim, 64), torch.nn.Tanh(),
                                        torch.nn.Linear(64, 64), torch.nn.Tanh(),
                                        torch.nn.Linear(64, n_actions))
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        return torch.distributions.Categorical(logits=self.net(observation)).sample()
+        logits = self.net(observation)
+        if self.one_hot:  # GymEnv's default OneHot action encoding
+            return torch.distributions.OneHotCategorical(logits=logits).sample().long()
+        return torch.distributions.Categorical(logits=logits).sample()
 
 
-def _mlp_policy(obs_dim: int, n_actions: int) -> Any:
+def _mlp_policy(obs_dim: int, n_actions: int, one_hot: bool = False) -> Any:
     from tensordict.nn import TensorDictModule
 
-    return TensorDictModule(_MLPPolicy(obs_dim, n_actions), ["observation"], ["action"])
+    return TensorDictModule(_MLPPolicy(obs_dim, n_actions, one_hot), ["observation"], ["action"])
+
+
+#: PoolEnv options for GymEnv's conventions (batched: the benchmark needs num_envs).
+GYM_CONVENTIONS = {"categorical_action_encoding": False, "info_keys": []}
 
 
 def raw_pool_sync(env_id: str, n: int, min_time: float, **options: Any) -> tuple[Runner, Any]:
@@ -205,11 +217,17 @@ def torchrl_batched(kind: str, factory: Callable[[], Any], n: int, steps: int,
 
 
 def pool_collector(env_id: str, n: int, policy: Any, fpb: int, min_time: float,
-                   deterministic: bool = False) -> tuple[Runner, Any]:
+                   deterministic: bool = False, env_options: dict | None = None
+                   ) -> tuple[Runner, Any]:
     from torchfrag.collectors import PoolCollector
+    from torchfrag.envs import PoolEnv
 
-    c = PoolCollector(env_id, policy, num_envs=n, frames_per_batch=fpb, total_frames=-1,
-                      deterministic=deterministic, seed=0)
+    if env_options is not None:  # a PoolEnv instance with these options, as a user passes it
+        c = PoolCollector(PoolEnv(env_id, n, seed=0, **env_options), policy,
+                          frames_per_batch=fpb, total_frames=-1)
+    else:
+        c = PoolCollector(env_id, policy, num_envs=n, frames_per_batch=fpb, total_frames=-1,
+                          deterministic=deterministic, seed=0)
     it = iter(c)
 
     def step() -> int:
@@ -250,6 +268,8 @@ def bench_env(env_id: str, n: int, repeats: int, min_time: float, steps: int, pe
         "PoolEnv.rollout": lambda: pool_env_rollout(env_id, n, steps, min_time),
         "PoolEnv.rollout (no infos)": lambda: pool_env_rollout(env_id, n, steps, min_time,
                                                                info_keys=[]),
+        "PoolEnv.rollout (GymEnv conventions)": lambda: pool_env_rollout(
+            env_id, n, steps, min_time, **GYM_CONVENTIONS),
         "ParallelEnv.rollout": lambda: torchrl_batched("parallel", factory, n, peer_steps,
                                                        min_time),
         "SerialEnv.rollout": lambda: torchrl_batched("serial", factory, n, peer_steps, min_time),
@@ -263,12 +283,17 @@ def bench_env(env_id: str, n: int, repeats: int, min_time: float, steps: int, pe
             "PoolCollector (MLP)": lambda: pool_collector(env_id, n, policy, fpb, min_time),
             "PoolCollector (MLP, deterministic)": lambda: pool_collector(
                 env_id, n, policy, fpb, min_time, deterministic=True),
+            "PoolCollector (MLP, GymEnv conventions)": lambda: pool_collector(
+                env_id, n, _mlp_policy(s.observation_space.shape[0], s.action_space.n, True),
+                fpb, min_time, env_options=GYM_CONVENTIONS),
             "Collector(ParallelEnv) (MLP)": lambda: torchrl_collector(factory, n, policy, fpb,
                                                                       min_time),
         })
     else:
         builders["Collector(ParallelEnv) (random)"] = lambda: torchrl_collector(
             factory, n, None, fpb, min_time)
+        builders["PoolCollector (random, GymEnv conventions)"] = lambda: pool_collector(
+            env_id, n, None, fpb, min_time, env_options=GYM_CONVENTIONS)
     if not full:
         builders.pop("SerialEnv.rollout", None)
     systems: dict[str, Runner] = {}
@@ -299,6 +324,8 @@ def bench_env(env_id: str, n: int, repeats: int, min_time: float, steps: int, pe
 COMPARISONS = [
     # (label, ours, peer, goal)
     ("PoolEnv.rollout vs envpool numpy loop", "PoolEnv.rollout", "envpool numpy", 1.0),
+    ("PoolEnv.rollout GymEnv conventions vs envpool numpy loop",
+     "PoolEnv.rollout (GymEnv conventions)", "envpool numpy", 1.0),
     ("PoolEnv.rollout vs ParallelEnv.rollout", "PoolEnv.rollout", "ParallelEnv.rollout", 5.0),
     ("PoolEnv.rollout vs SerialEnv.rollout", "PoolEnv.rollout", "SerialEnv.rollout", None),
     ("PoolEnv.rollout vs raw pool (overhead)", "PoolEnv.rollout", "raw pool (sync)", None),
@@ -306,8 +333,12 @@ COMPARISONS = [
      None),
     ("PoolCollector vs Collector(ParallelEnv), MLP", "PoolCollector (MLP)",
      "Collector(ParallelEnv) (MLP)", 3.0),
+    ("PoolCollector GymEnv conventions vs Collector(ParallelEnv), MLP",
+     "PoolCollector (MLP, GymEnv conventions)", "Collector(ParallelEnv) (MLP)", 3.0),
     ("PoolCollector vs Collector(ParallelEnv), random", "PoolCollector (random)",
      "Collector(ParallelEnv) (random)", None),
+    ("PoolCollector GymEnv conventions vs Collector(ParallelEnv), random",
+     "PoolCollector (random, GymEnv conventions)", "Collector(ParallelEnv) (random)", 3.0),
     ("PoolCollector random vs raw pool async", "PoolCollector (random)", "raw pool (async)",
      None),
     ("deterministic vs default, MLP", "PoolCollector (MLP, deterministic)",

@@ -61,6 +61,10 @@ class Env {
   virtual ~Env() = default;
   // Start a new episode; write the first observation and the infos.
   virtual void reset(Rng& rng, const Row& out) = 0;
+  // A reset the user asked for (Pool::reset / async_reset), as opposed to the
+  // pool's own auto-reset of a finished episode.  Envs whose auto-reset may
+  // continue a game (Atari under episodic life) start a new one here.
+  virtual void explicit_reset(Rng& rng, const Row& out) { reset(rng, out); }
   // Advance one step; write the observation and the infos.
   virtual StepResult step(const Action& action, Rng& rng, const Row& out) = 0;
 };

@@ -695,7 +695,11 @@ std::string Pool::process(int64_t env, BatchBuffers& buf, int64_t row, bool rese
   const bool same_step = config_.autoreset == AutoReset::kSameStep;
   try {
     if (reset || s.needs_reset) {
-      s.env->reset(s.rng, out);
+      if (reset) {
+        s.env->explicit_reset(s.rng, out);
+      } else {
+        s.env->reset(s.rng, out);
+      }
       s.elapsed = 0;
       s.started = true;
       s.needs_reset = false;

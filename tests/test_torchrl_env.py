@@ -77,7 +77,10 @@ def test_specs_and_make() -> None:
 
     env = PoolEnv("CartPole-v1", 2, info_keys=[])
     assert list(env.observation_spec.keys()) == ["observation"]
-    assert isinstance(env.observation_spec["observation"], Unbounded)  # +-inf bounds
+    # Finite bounds kept per dimension, +-inf elsewhere (GymEnv's convention).
+    obs = env.observation_spec["observation"]
+    assert isinstance(obs, Bounded)
+    assert torch.isinf(obs.space.high[0, 1]) and torch.isfinite(obs.space.high[0, 0])
     env.close()
     with pytest.raises(ValueError, match="unknown info key"):
         PoolEnv("CartPole-v1", 2, info_keys=["nope"])
@@ -329,11 +332,13 @@ def test_bad_actions_give_clear_errors() -> None:
     env = PoolEnv("CartPole-v1", 3)
     td = env.reset()
     td["action"] = torch.zeros(3)
-    with pytest.raises(TypeError, match="integer tensor"):
+    with pytest.raises(TypeError, match="integer indices"):
         env.step(td)
-    td["action"] = torch.zeros(3, 2, dtype=torch.int64)
-    with pytest.raises(ValueError, match="one-hot"):
+    td["action"] = torch.zeros(3, 2, dtype=torch.int64)  # one-hot shape, not one-hot
+    with pytest.raises(ValueError, match="single 1 per env"):
         env.step(td)
+    td["action"] = torch.tensor([[0, 1], [1, 0], [0, 1]])  # one-hot is accepted
+    assert env.step(td)["next", "observation"].shape == (3, 4)
     td["action"] = torch.zeros(4, dtype=torch.int64)[:3].reshape(3, 1, 1)
     with pytest.raises(ValueError, match=r"shape \[3\]"):
         env.step(td)

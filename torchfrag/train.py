@@ -24,6 +24,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -80,6 +81,7 @@ class TrainConfig:
     resume: str | None = None
     checkpoint_every: int = 50
     eval_episodes: int = 10
+    video: bool = False
     progress: bool = True
     plot: bool = True
 
@@ -105,6 +107,7 @@ def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(group="env", name="env_schema", node=EnvConfig)
+    _store_registered_envs(cs)
     for name, node in _algo_schemas().items():
         cs.store(group="algo", name=f"{name}_schema", node=node)
     cs.store(group="policy", name="policy_schema", node=PolicyConfig)
@@ -112,6 +115,42 @@ def register_schemas() -> None:
 
     register_policy_schemas()
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)
+
+
+#: The env group file whose settings an id without its own file inherits, per family
+#: (recognised by an option only that family has).
+_FAMILY_TEMPLATES = (("episodic_life", "Pong-v5"),)
+
+
+def _store_registered_envs(cs: Any) -> None:
+    """``env=<id>`` for every registered id: ids without a ``conf/env/<id>.yaml`` file get
+    their family's settings (Atari: those of ``Pong-v5.yaml``; others: none)."""
+    for node in _registered_env_nodes(config_dir()):
+        cs.store(group="env", name=node.id, node=node)
+
+
+@functools.lru_cache(maxsize=4)
+def _registered_env_nodes(conf_dir: str) -> tuple[EnvConfig, ...]:
+    from omegaconf import OmegaConf
+
+    from torchfrag.envs import list_envs, spec
+
+    folder = os.path.join(conf_dir, "env")
+    nodes = []
+    for env_id in list_envs():
+        if os.path.isfile(os.path.join(folder, f"{env_id}.yaml")):
+            continue
+        options: dict[str, Any] = {}
+        eval_envs = EnvConfig.eval_envs
+        for option, template in _FAMILY_TEMPLATES:
+            path = os.path.join(folder, f"{template}.yaml")
+            if option in spec(env_id).options and os.path.isfile(path):
+                conf = OmegaConf.load(path)
+                options = OmegaConf.to_container(conf.get("options", {}))
+                eval_envs = int(conf.get("eval_envs", eval_envs))
+                break
+        nodes.append(EnvConfig(id=env_id, options=options, eval_envs=eval_envs))
+    return tuple(nodes)
 
 
 def config_dir() -> str:
@@ -155,6 +194,8 @@ def _check(cfg: DictConfig) -> None:
 
     if cfg.env.id not in list_envs():
         raise ValueError(f"unknown env id {cfg.env.id!r}; registered: {sorted(list_envs())}")
+    if cfg.get("video", False):
+        _check_video(cfg)
     if cfg.algo.name not in ALGOS:
         raise ValueError(f"unknown algo {cfg.algo.name!r}; available: {sorted(ALGOS)}")
     if cfg.policy.name not in POLICIES:
@@ -186,6 +227,19 @@ def _check_resume(cfg: DictConfig, path: str, ckpt: dict[str, Any]) -> None:
                              f"{key}={now!r}; resume with {key}={was!r} or start a new run")
 
 
+def _check_video(cfg: DictConfig) -> None:
+    """``video=true`` records observations: it needs image ones (the pool's envs do not render)."""
+    from torchfrag.envs import spec
+
+    if int(cfg.eval_episodes) <= 0:
+        raise ValueError("video=true records the final evaluation episodes; set eval_episodes>0"
+                         f" (got {cfg.eval_episodes})")
+    shape = spec(cfg.env.id, **dict(cfg.env.options)).observation_space.shape
+    if len(shape) not in (2, 3):
+        raise ValueError(f"video=true needs image observations (e.g. Atari); {cfg.env.id}'s are"
+                         f" {tuple(shape)} and the pool's envs do not render frames")
+
+
 def _make_logger(cfg: DictConfig, run_dir: str) -> Any:
     backend = cfg.logger.backend
     if backend == "none":
@@ -205,8 +259,12 @@ def _make_logger(cfg: DictConfig, run_dir: str) -> Any:
 
 
 def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int,
-              transform: Any = None) -> list[float]:
-    """Returns of ``episodes`` episodes of the deterministic policy on fresh envs."""
+              transform: Any = None, frames: list | None = None) -> list[float]:
+    """Returns of ``episodes`` episodes of the deterministic policy on fresh envs.
+
+    With ``frames`` (a list), the observations of env 0's completed episodes are
+    appended to it as ``[H, W]`` uint8 frames (image observations only).
+    """
     import torch
 
     from torchfrag.algos.ppo import make_env
@@ -222,11 +280,18 @@ def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int,
     stats = EpisodeStats()
     returns: list[float] = []
     started = torch.zeros(n, dtype=torch.bool)
+    episode: list = []  # env 0's frames since its last episode ended
     try:
         carry = env.reset()
         for _ in range(100_000):
             transition, carry = env.step_and_maybe_reset(act(carry))
             nxt = transition.get("next")
+            if frames is not None:
+                episode.append(_frame(transition.get("observation")[0]))
+                if bool(nxt.get("done")[0]):
+                    frames.extend(episode)
+                    frames.append(_frame(nxt.get("observation")[0]))
+                    episode = []
             stats.update(nxt.get("reward").unsqueeze(1), nxt.get("done").unsqueeze(1))
             returns.extend(stats.returns)
             stats.returns, stats.lengths = [], []
@@ -236,6 +301,25 @@ def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int,
     finally:
         env.close()
     return returns[:episodes]
+
+
+def _frame(obs: Any) -> Any:
+    """One video frame of an image observation: its latest ``[H, W]`` channel, uint8."""
+    import numpy as np
+
+    arr = obs.detach().cpu().numpy()
+    return np.ascontiguousarray(arr[-1] if arr.ndim == 3 else arr).astype(np.uint8)
+
+
+def _write_video(frames: list, path: str, fps: int = 25) -> None:
+    """Writes ``frames`` as an animated GIF with imageio (no ffmpeg needed).
+
+    GIF stores durations in 10 ms units (hence 25 fps); Pillow merges identical
+    consecutive frames into one longer frame, so count frames by duration.
+    """
+    import imageio.v2 as imageio
+
+    imageio.mimsave(path, frames, duration=1000 / fps, loop=0)
 
 
 def _plot(curve: list[tuple[int, float]], evals: list[float], path: str, title: str) -> None:
@@ -360,10 +444,17 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     final_iteration = state["last"] if state["last"] is not None else start
     last_ckpt = checkpoint(final_iteration)
     evals: list[float] = []
+    video_path, video_frames = None, 0
     if cfg.eval_episodes > 0:
         eval_transform = getattr(loop, "eval_transform", None)
+        frames: list | None = [] if cfg.video else None
         evals = _evaluate(cfg, loop.actor, int(cfg.eval_episodes), seed=int(cfg.seed) + 10_000,
-                          transform=eval_transform() if eval_transform is not None else None)
+                          transform=eval_transform() if eval_transform is not None else None,
+                          frames=frames)
+        if frames:
+            video_path = os.path.join(run_dir, "eval_video.gif")
+            _write_video(frames, video_path)
+            video_frames = len(frames)
         if tlog is not None:
             tlog.log_scalar("eval/episode_return", sum(evals) / len(evals), step=loop.rollout.frames)
     if cfg.plot:
@@ -380,6 +471,9 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         "eval_return": sum(evals) / len(evals) if evals else None,
         "checkpoint": last_ckpt, "run_dir": run_dir,
     }
+    if cfg.video:
+        summary["video"] = video_path
+        summary["video_frames"] = video_frames
     with open(os.path.join(run_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     logger.info("done: %d frames in %.1fs (%.0f fps), eval return %s", summary["frames"],

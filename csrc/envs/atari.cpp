@@ -420,9 +420,17 @@ class AtariEnv : public Env {
     stack_.assign(frame_bytes_ * static_cast<size_t>(c.stack_num), 0);
   }
 
+  // Asked for by the user: always a new game, even after a life loss under
+  // episodic life (EnvPool and Gymnasium's AtariPreprocessing do the same), so
+  // that reset(seed=s) is reproducible.
+  void explicit_reset(Rng& rng, const Row& out) override {
+    continue_game_ = false;
+    reset(rng, out);
+  }
+
   void reset(Rng& rng, const Row& out) override {
-    // After a life loss under episodic life the game goes on; any other
-    // reset (game over, time limit, a reset asked for mid-episode) restarts it.
+    // The pool's auto-reset after a life loss under episodic life continues
+    // the game; any other reset (game over, time limit) restarts it.
     bool full = !continue_game_;
     continue_game_ = false;
     if (full) restart();

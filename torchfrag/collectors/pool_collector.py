@@ -16,6 +16,7 @@ next), so with a seeded policy collection is bit-reproducible run to run.
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 from collections import OrderedDict
@@ -27,12 +28,16 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictModuleBase
 from torch import nn
-from torchrl.collectors import BaseCollector
+from torchrl.collectors import BaseCollector, Collector
+from torchrl.collectors.utils import split_trajectories
 from torchrl.data import Composite
+from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from torchfrag.envs._torchrl_compat import new_tensordict
 from torchfrag.envs.pool import EnvPool
 from torchfrag.envs.torchrl_env import (
+    PoolEnv,
     action_spec_from,
     observation_spec_from,
     remap_infos,
@@ -44,6 +49,27 @@ logger = logging.getLogger(__name__)
 __all__ = ["PoolCollector"]
 
 _NEXT_KEYS = ("observation", "reward", "done", "terminated", "truncated")
+
+#: Keyword arguments of TorchRL's ``Collector`` (read from the installed
+#: TorchRL, so new ones are recognised rather than taken for env options).
+TORCHRL_COLLECTOR_ARGS = frozenset(inspect.signature(Collector.__init__).parameters) - {
+    "self", "create_env_fn", "policy", "kwargs", "frames_per_batch", "total_frames"}
+
+# TorchRL collector arguments the pool path implements itself (handled in
+# __init__) or for which it has nothing to do (any value).
+_POOL_PATH_ANY = frozenset({"device", "storing_device", "policy_device", "replay_buffer",
+                            "exploration_type", "split_trajs", "postproc", "trust_policy",
+                            "use_buffers", "no_cuda_sync", "post_collect_hook"})
+# Arguments the pool path supports at these values only (TorchRL's defaults);
+# other values are served by TorchRL's own Collector over a PoolEnv.
+_POOL_PATH_DEFAULTS: dict[str, tuple[Any, ...]] = {
+    "reset_when_done": (True,), "track_traj_ids": (True,), "return_same_td": (False,),
+    "env_device": (None, "cpu", torch.device("cpu")), "compile_policy": (None, False),
+    "cudagraph_policy": (None, False), "extend_buffer": (True,), "max_frames_per_traj": (None,),
+    "init_random_frames": (None, 0), "reset_at_each_iter": (False,), "interruptor": (None,),
+    "set_truncated": (False,), "create_env_kwargs": (None, {}), "policy_factory": (None,),
+    "backend": (None, "direct"), "num_collectors": (None, 1), "sync": (None, True),
+}
 
 
 class _Slots:
@@ -150,7 +176,13 @@ def _as_tensor(value: Any) -> torch.Tensor:
 
 
 class _RandomPolicy:
-    """Uniform random actions for a batch (the ``policy=None`` default)."""
+    """Uniform random actions for a batch (the ``policy=None`` default).
+
+    Kept instead of TorchRL's ``RandomPolicy``: that one writes into a
+    TensorDict built per call, while :meth:`sample` hands the pool a bare
+    tensor (the collector's random mode runs at ~0.5M frames/s, where a
+    TensorDict per batch is a measurable share).
+    """
 
     def __init__(self, action_spec_unbatched: Any) -> None:
         self.spec = action_spec_unbatched
@@ -187,8 +219,27 @@ class PoolCollector(BaseCollector):
     step of some envs in the next batch may come from the weights before
     :meth:`update_policy_weights_`. ``deterministic=True`` has none.
 
+    What it collects from, as TorchRL's collectors take it:
+
+    - an env id: the fast path above over a new pool;
+    - a plain :class:`~torchfrag.envs.PoolEnv`: the same fast path over a new
+      pool built from that env's arguments (id, ``num_envs``, seed, options,
+      info keys; the env itself is not stepped);
+    - anything else TorchRL's ``Collector`` takes (a ``TransformedEnv`` over a
+      ``PoolEnv`` such as ``DoubleToFloat``/``VecNorm``/``RewardSum``, a
+      ``PoolEnv`` subclass overriding ``_step``/``_reset``, any ``EnvBase``, or
+      a ``create_env_fn``): TorchRL's own ``Collector`` runs it, with the
+      same batches (``[num_envs, T]``) and the same arguments. So does an env id
+      with a TorchRL argument the fast path lacks (``reset_at_each_iter=True``,
+      ``max_frames_per_traj``, ``init_random_frames``, ...), over a ``PoolEnv``.
+
+    TorchRL's collector arguments (``split_trajs``, ``postproc``, ``device``,
+    ``reset_at_each_iter``... every keyword of ``torchrl.collectors.Collector``)
+    mean what they mean there; other keywords are env options.
+
     Args:
-        env_id: A registered id (:func:`torchfrag.envs.list_envs`).
+        create_env_fn: An env id (:func:`torchfrag.envs.list_envs`), an env or
+            a function returning one (see above).
         policy: A ``TensorDictModule`` (reads ``"observation"`` and the info
             keys, writes ``"action"`` and anything else, stored per step), a
             plain ``nn.Module``/callable mapping the observation tensor to
@@ -212,7 +263,8 @@ class PoolCollector(BaseCollector):
             yields ``None`` (TorchRL's convention).
         exploration_type: Interaction type the policy runs under (as TorchRL's
             collectors: ``RANDOM`` samples from probabilistic actors).
-        **options: Env options, as for :func:`torchfrag.envs.make`.
+        **options: TorchRL collector arguments, and env options (as for
+            :func:`torchfrag.envs.make`).
 
     Example:
         >>> import torch
@@ -235,7 +287,7 @@ class PoolCollector(BaseCollector):
 
     def __init__(
         self,
-        env_id: str,
+        create_env_fn: str | EnvBase | Callable[[], EnvBase],
         policy: TensorDictModuleBase | nn.Module | Callable[..., Any] | None = None,
         *,
         frames_per_batch: int,
@@ -257,6 +309,56 @@ class PoolCollector(BaseCollector):
             raise ValueError(f"frames_per_batch must be positive, got {frames_per_batch}")
         if total_frames is None:
             total_frames = -1
+        torchrl_kwargs = {k: options.pop(k) for k in list(options) if k in TORCHRL_COLLECTOR_ARGS}
+        device = torchrl_kwargs.pop("device", None)
+        if device is not None:
+            policy_device = policy_device if policy_device is not None else device
+            storing_device = storing_device if storing_device is not None else device
+        self.split_trajs = bool(torchrl_kwargs.pop("split_trajs", None))
+        self.postproc = torchrl_kwargs.pop("postproc", None)
+        if "post_collect_hook" in torchrl_kwargs:
+            self.post_collect_hook = torchrl_kwargs.pop("post_collect_hook")
+        for k in ("trust_policy", "use_buffers", "no_cuda_sync"):
+            torchrl_kwargs.pop(k, None)
+        generic_only = {k: v for k, v in torchrl_kwargs.items()
+                        if k not in _POOL_PATH_DEFAULTS or not any(
+                            v is d or (type(v) is type(d) and v == d)
+                            for d in _POOL_PATH_DEFAULTS[k])}
+        self._delegate: Collector | None = None
+        if not isinstance(create_env_fn, (str, EnvBase)) and not callable(create_env_fn):
+            raise TypeError(f"PoolCollector: create_env_fn must be an env id, an env or a function"
+                            f" returning one, got {type(create_env_fn).__name__}")
+        env_id = create_env_fn
+        if isinstance(create_env_fn, PoolEnv) and create_env_fn._fast_paths_ok \
+                and create_env_fn.pool_conventions and not generic_only:
+            # A plain PoolEnv: the same env, collected by a new async pool.
+            env = create_env_fn
+            env_id = env.env_id
+            num_envs = env.num_envs
+            kw = dict(env._init_kwargs)
+            seed, num_threads = kw.pop("seed"), kw.pop("num_threads")
+            for k in ("device", "info_keys", "categorical_action_encoding", "from_pixels",
+                      "observation_dtype"):
+                kw.pop(k)
+            info_keys = env.info_keys
+            options = {**kw, **options}
+            if storing_device is None and env.device.type != "cpu":
+                storing_device = env.device
+        elif not isinstance(create_env_fn, str) or generic_only:
+            if isinstance(create_env_fn, str):
+                create_env_fn = PoolEnv(create_env_fn, num_envs, num_threads=num_threads,
+                                        seed=seed, info_keys=list(info_keys), **options)
+            elif options:
+                raise ValueError(f"PoolCollector: env options {sorted(options)} apply to an env id"
+                                 " only; pass them to the env you give, or use TorchRL"
+                                 f" collector arguments (one of {sorted(TORCHRL_COLLECTOR_ARGS)})")
+            if deterministic:
+                raise ValueError("PoolCollector: deterministic=True needs the pool path (an env id"
+                                 " or a plain PoolEnv without TorchRL-only collector arguments)")
+            self._init_delegate(create_env_fn, policy, frames_per_batch, total_frames,
+                                policy_device, storing_device, replay_buffer, exploration_type,
+                                torchrl_kwargs)
+            return
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) \
                 or num_envs <= 0:
             raise ValueError(f"PoolCollector: num_envs must be a positive integer, got {num_envs!r}")
@@ -289,6 +391,10 @@ class PoolCollector(BaseCollector):
         spec = self._pool.spec
         self._info_names = resolve_info_keys(spec, info_keys)
         self._renamed = any(k != v for k, v in self._info_names.items())
+        # Infos stored under "next" are the terminal step's (same-step auto-reset
+        # puts the new episode's values under the plain names).
+        self._final_src = {k: v if v == "elapsed_step" else f"final_{v}"
+                           for k, v in self._info_names.items()}
         #: TensorDict keys of the stored infos.
         self.info_keys = list(self._info_names)
         self.observation_spec: Composite = observation_spec_from(
@@ -310,6 +416,38 @@ class PoolCollector(BaseCollector):
         self._closed = False
         self._slots: _Slots | None = None
         self._seed_pending: tuple[int, np.ndarray] | None = None
+
+    def _init_delegate(self, env: Any, policy: Any, frames_per_batch: int, total_frames: int,
+                       policy_device: Any, storing_device: Any, replay_buffer: Any,
+                       exploration_type: ExplorationType, torchrl_kwargs: dict) -> None:
+        """Hands collection to TorchRL's own ``Collector`` (envs the pool path cannot drive)."""
+        self._delegate = Collector(
+            env, policy, frames_per_batch=frames_per_batch, total_frames=total_frames,
+            policy_device=policy_device, storing_device=storing_device,
+            replay_buffer=replay_buffer, exploration_type=exploration_type,
+            split_trajs=self.split_trajs, postproc=self.postproc, **torchrl_kwargs)
+        d = self._delegate
+        self.env_id = getattr(getattr(d.env, "base_env", d.env), "env_id", None)
+        self.num_envs = int(d.env.batch_size.numel())
+        self.batch_size = self.num_envs
+        self.deterministic = False
+        self.frames_per_batch = d.frames_per_batch
+        self.requested_frames_per_batch = d.requested_frames_per_batch
+        self.total_frames = d.total_frames
+        self.replay_buffer = replay_buffer
+        self.exploration_type = exploration_type
+        self.policy = d.policy
+        self._user_policy = policy
+        self.policy_device = d.policy_device
+        self.storing_device = d.storing_device
+        self._pool = None
+        self._closed = False
+        self.policy_version = 0
+
+    @property
+    def env(self) -> EnvBase | None:
+        """The TorchRL env collected from, when TorchRL's ``Collector`` runs it (else ``None``)."""
+        return None if self._delegate is None else self._delegate.env
 
     # -- policy -----------------------------------------------------------------------
     def _wrap_policy(self, policy: Any) -> Callable[[TensorDictBase], TensorDictBase]:
@@ -343,6 +481,11 @@ class PoolCollector(BaseCollector):
             >>> c.update_policy_weights_()  # nothing to do: same process
             >>> c.shutdown()
         """
+        if self._delegate is not None:
+            self._delegate.update_policy_weights_(policy_or_weights, weights=weights,
+                                                  policy=policy, **kwargs)
+            self.policy_version += 1
+            return
         src = policy_or_weights if policy_or_weights is not None else (
             weights if weights is not None else policy)
         if src is not None:
@@ -379,7 +522,7 @@ class PoolCollector(BaseCollector):
         data = {"observation": torch.from_numpy(obs)}
         for k in self.info_keys:
             data[k] = torch.from_numpy(np.asarray(info[k]))
-        td = TensorDict._new_unsafe(data, batch_size=torch.Size([len(obs)]))
+        td = new_tensordict(data, torch.Size([len(obs)]))
         if self.policy_device.type != "cpu":
             td = td.to(self.policy_device, non_blocking=True)
         return td
@@ -489,8 +632,8 @@ class PoolCollector(BaseCollector):
         slots.write(("next", "terminated"), ids, pos, term[:, None], pmax, flat)
         slots.write(("next", "truncated"), ids, pos, trunc[:, None], pmax, flat)
         slots.write(("next", "done"), ids, pos, done[:, None], pmax, flat)
-        for k in self.info_keys:
-            val = info[k] if rows is None else info[k][rows]
+        for k, src in self._final_src.items():
+            val = info[src] if rows is None else info[src][rows]
             slots.write(("next", k), ids, pos, val, pmax, flat)
         self._count[ids] += 1
         self._just_reset[ids] = done
@@ -528,8 +671,8 @@ class PoolCollector(BaseCollector):
             else:
                 flat[key] = val
         for name, sub in nested.items():
-            flat[name] = TensorDict._new_unsafe(sub, batch_size=torch.Size([n, t]))
-        batch = TensorDict._new_unsafe(flat, batch_size=torch.Size([n, t]))
+            flat[name] = new_tensordict(sub, torch.Size([n, t]))
+        batch = new_tensordict(flat, torch.Size([n, t]))
         if self.storing_device is not None and self.storing_device.type != "cpu":
             batch = batch.to(self.storing_device, non_blocking=True)
         batch.refine_names(..., "time")
@@ -615,6 +758,9 @@ class PoolCollector(BaseCollector):
         """Yields batches until ``total_frames`` are collected (forever if ``-1``)."""
         if self._closed:
             raise RuntimeError("PoolCollector was shut down")
+        if self._delegate is not None:
+            yield from self._delegate.iterator()
+            return
         if self._slots is not None:
             raise RuntimeError("PoolCollector can be iterated only once")
         self._start()
@@ -623,6 +769,10 @@ class PoolCollector(BaseCollector):
         for batch in gen:
             self._iter += 1
             self._frames += batch.numel()
+            if self.split_trajs:
+                batch = split_trajectories(batch)
+            if self.postproc is not None:
+                batch = self.postproc(batch)
             if self.post_collect_hook is not None:
                 self.post_collect_hook(batch)
             if self.replay_buffer is not None:
@@ -638,7 +788,10 @@ class PoolCollector(BaseCollector):
                  raise_on_error: bool = True) -> None:
         """Stops the pool's threads and frees the envs. Idempotent."""
         self._closed = True
-        if close_env:
+        if self._delegate is not None:
+            self._delegate.shutdown(timeout=timeout, close_env=close_env,
+                                    raise_on_error=raise_on_error)
+        elif close_env:
             self._pool.close()
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
@@ -647,6 +800,8 @@ class PoolCollector(BaseCollector):
         Envs in flight are reseeded when they next come back, before their
         next step is sent.
         """
+        if self._delegate is not None:
+            return self._delegate.set_seed(seed, static_seed)
         if self._pool.in_flight == 0:
             self._pool.seed(int(seed))
         else:
@@ -664,6 +819,8 @@ class PoolCollector(BaseCollector):
 
     def state_dict(self) -> OrderedDict:
         """Policy weights (if any) and the frame count."""
+        if self._delegate is not None:
+            return self._delegate.state_dict()
         out: OrderedDict = OrderedDict(frames=self._frames, iter=self._iter)
         if isinstance(self._user_policy, nn.Module):
             out["policy_state_dict"] = self._user_policy.state_dict()
@@ -671,6 +828,9 @@ class PoolCollector(BaseCollector):
 
     def load_state_dict(self, state_dict: OrderedDict) -> None:
         """Restores what :meth:`state_dict` saved."""
+        if self._delegate is not None:
+            self._delegate.load_state_dict(state_dict)
+            return
         if "policy_state_dict" in state_dict and isinstance(self._user_policy, nn.Module):
             self._user_policy.load_state_dict(state_dict["policy_state_dict"])
         self._frames = int(state_dict.get("frames", self._frames))
@@ -678,10 +838,15 @@ class PoolCollector(BaseCollector):
 
     @property
     def pool(self) -> EnvPool:
-        """The underlying async :class:`~torchfrag.envs.EnvPool`."""
+        """The underlying async :class:`~torchfrag.envs.EnvPool` (pool path only)."""
+        if self._pool is None:
+            raise AttributeError("this PoolCollector runs TorchRL's Collector over"
+                                 f" {type(self.env).__name__}; it has no async pool (see .env)")
         return self._pool
 
     def __repr__(self) -> str:
+        if self._delegate is not None:
+            return f"PoolCollector(TorchRL Collector over {self._delegate.env!r})"
         return (f"PoolCollector({self.env_id!r}, num_envs={self.num_envs},"
                 f" batch_size={self.batch_size}, frames_per_batch={self.frames_per_batch},"
                 f" total_frames={self.total_frames}, deterministic={self.deterministic})")

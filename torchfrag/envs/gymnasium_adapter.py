@@ -14,6 +14,9 @@ from torchfrag.envs.spec import list_envs
 
 NAMESPACE = "torchfrag"
 
+# Gymnasium's autoreset modes the pool implements, and the pool's names for them.
+_MODES = {AutoresetMode.NEXT_STEP: "next_step", AutoresetMode.SAME_STEP: "same_step"}
+
 
 class PoolVectorEnv(VectorEnv):
     """A :class:`~torchfrag.envs.EnvPool` behind Gymnasium's ``VectorEnv`` API.
@@ -23,12 +26,16 @@ class PoolVectorEnv(VectorEnv):
     views and save a copy per step. Infos follow Gymnasium's vector
     convention: every key has a boolean mask ``_key``. With
     ``autoreset="same_step"`` finished envs report ``final_obs`` and
-    ``final_info`` as Gymnasium's own vector envs do.
+    ``final_info`` (the terminal step's observation and infos) as Gymnasium's
+    own vector envs do. ``reset(seed=s)`` seeds env ``i`` with ``s + i`` as
+    Gymnasium does, and ``reset(options={"reset_mask": mask})`` resets only the
+    masked envs.
 
     Args:
         env_id: A pool env id.
         num_envs: Number of envs.
-        autoreset: ``"next_step"`` (Gymnasium's default) or ``"same_step"``.
+        autoreset: ``"next_step"`` (Gymnasium's default) or ``"same_step"``, as
+            a string or a ``gymnasium.vector.AutoresetMode``.
         copy: Copy observations out of the pool's buffers.
         **kwargs: Passed to :class:`~torchfrag.envs.EnvPool` (``seed``,
             ``num_threads``, env options).
@@ -44,9 +51,15 @@ class PoolVectorEnv(VectorEnv):
         >>> envs.close()
     """
 
-    def __init__(self, env_id: str, num_envs: int = 1, autoreset: str = "next_step",
-                 copy: bool = True, **kwargs: Any) -> None:
-        kwargs.pop("render_mode", None)
+    def __init__(self, env_id: str, num_envs: int = 1,
+                 autoreset: str | AutoresetMode = "next_step", copy: bool = True,
+                 **kwargs: Any) -> None:
+        _refuse_render_mode(env_id, kwargs.pop("render_mode", None))
+        if isinstance(autoreset, AutoresetMode):
+            if autoreset not in _MODES:
+                raise ValueError(f"autoreset={autoreset} is not supported by the pool; use"
+                                 f" one of {list(_MODES)}")
+            autoreset = _MODES[autoreset]
         self.pool = EnvPool(env_id, num_envs=num_envs, autoreset=autoreset, **kwargs)
         self.num_envs = num_envs
         self.copy = copy
@@ -54,26 +67,72 @@ class PoolVectorEnv(VectorEnv):
         self.single_action_space = self.pool.action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.metadata = {
-            "autoreset_mode": AutoresetMode.SAME_STEP if autoreset == "same_step"
-            else AutoresetMode.NEXT_STEP,
-        }
+        #: Gymnasium's ``AutoresetMode`` of this pool (wrappers such as
+        #: TorchRL's ``GymWrapper`` read it).
+        self.autoreset_mode = {v: k for k, v in _MODES.items()}[autoreset]
+        self.metadata = {"autoreset_mode": self.autoreset_mode}
         self.spec = None
         self.render_mode = None
+        self._last_obs: np.ndarray | None = None
 
     def reset(self, *, seed: int | list[int] | None = None,
               options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
         if options:
-            raise ValueError(f"reset options are not supported by the pool, got {options}")
+            raise ValueError(f"reset options other than 'reset_mask' are not supported by the"
+                             f" pool, got {sorted(options)}")
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            seed = [int(seed) + i for i in range(self.num_envs)]  # Gymnasium's derivation
+        if mask is None:
+            if seed is not None:
+                self.pool.seed(list(seed))
+            obs, info = self.pool.reset()
+            self._last_obs = obs.copy()
+            return self._out(obs), self._infos(info, None)
+        ids = self._reset_ids(mask)
         if seed is not None:
-            self.pool.seed(seed)
-        obs, info = self.pool.reset()
-        return self._out(obs), self._infos(info, None)
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"seed: one seed per env ({self.num_envs}), got {len(seeds)}")
+            chosen = [(int(i), seeds[i]) for i in ids if seeds[i] is not None]
+            if chosen:
+                self.pool.seed([s for _, s in chosen], [i for i, _ in chosen])
+        obs_r, info_r = self.pool.reset(ids)
+        obs = self._last_obs.copy()
+        obs[ids] = obs_r
+        self._last_obs = obs.copy()
+        infos: dict[str, Any] = {}
+        for key, value in info_r.items():
+            if key == "final_obs" or key.startswith("final_"):
+                continue
+            full = np.zeros((self.num_envs, *value.shape[1:]), dtype=value.dtype)
+            full[ids] = value
+            infos[key] = full
+            infos[f"_{key}"] = mask.copy()
+        return self._out(obs), infos
+
+    def _reset_ids(self, mask: Any) -> np.ndarray:
+        """Checks ``options["reset_mask"]`` as Gymnasium's vector envs do; returns the env ids."""
+        if not isinstance(mask, np.ndarray):
+            raise TypeError(f"options['reset_mask'] must be a numpy array, got {type(mask)}")
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"options['reset_mask'] must have shape ({self.num_envs},), got"
+                             f" {mask.shape}")
+        if mask.dtype != np.bool_:
+            raise TypeError(f"options['reset_mask'] must have dtype bool, got {mask.dtype}")
+        if not mask.any():
+            raise ValueError("options['reset_mask'] must contain at least one True value")
+        if self._last_obs is None:
+            raise RuntimeError("reset(options={'reset_mask': ...}) needs a full reset() first")
+        return np.flatnonzero(mask)
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                           dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.pool.step(actions)
         done = terminated | truncated
+        if self._last_obs is not None:
+            self._last_obs[...] = obs
         return (self._out(obs), reward.copy(), terminated.copy(), truncated.copy(),
                 self._infos(info, done))
 
@@ -86,19 +145,28 @@ class PoolVectorEnv(VectorEnv):
     def _infos(self, info: dict[str, np.ndarray], done: np.ndarray | None) -> dict[str, Any]:
         out: dict[str, Any] = {}
         mask = np.ones(self.num_envs, dtype=bool)
-        final_obs = info.pop("final_obs", None)
-        for key, value in info.items():
-            out[key] = value.copy()
+        final_obs = info.get("final_obs")
+        # Same-step auto-reset: the plain names hold the new episode's infos,
+        # "final_<name>" the terminal step's.
+        names = [k for k in info if k != "final_obs" and not (
+            k.startswith("final_") and k[len("final_"):] in info)]
+        for key in names:
+            out[key] = info[key].copy()
             out[f"_{key}"] = mask
         if final_obs is not None and done is not None and done.any():
+            # Gymnasium's layout: values of the finished envs, zeros elsewhere.
+            rows = np.flatnonzero(done)
             finals = np.full(self.num_envs, None, dtype=object)
-            final_info: dict[str, Any] = {}
-            for i in np.flatnonzero(done):
+            for i in rows:
                 finals[i] = final_obs[i].copy()
             out["final_obs"] = finals
             out["_final_obs"] = done.copy()
-            for key, value in info.items():
-                final_info[key] = value.copy()
+            final_info: dict[str, Any] = {}
+            for key in names:
+                src = info.get(f"final_{key}", info[key])
+                value = np.zeros_like(src)
+                value[rows] = src[rows]
+                final_info[key] = value
                 final_info[f"_{key}"] = done.copy()
             out["final_info"] = final_info
             out["_final_info"] = done.copy()
@@ -117,7 +185,8 @@ class PoolSingleEnv(gymnasium.Env):
     """
 
     def __init__(self, env_id: str, **kwargs: Any) -> None:
-        kwargs.pop("render_mode", None)
+        _refuse_render_mode(env_id, kwargs.pop("render_mode", None))
+        _frameskip_option(env_id, kwargs)
         # Gymnasium's TimeLimit wrapper handles the limit for single envs.
         kwargs.setdefault("max_episode_steps", 0)
         self.pool = EnvPool(env_id, num_envs=1, **kwargs)
@@ -151,6 +220,34 @@ class PoolSingleEnv(gymnasium.Env):
         self.pool.close()
 
 
+def _frameskip_option(env_id: str, kwargs: dict[str, Any]) -> None:
+    """Gymnasium's ``frameskip`` keyword (TorchRL's ``GymEnv`` always passes it).
+
+    Atari: the pool's ``frame_skip`` option, as for ALE's own envs. Other
+    envs: ``frameskip=1`` means nothing to do; any other value is the
+    ``TypeError`` an env without the keyword raises, on which TorchRL's
+    ``GymEnv`` skips frames itself.
+    """
+    from torchfrag.envs.spec import spec as env_spec
+
+    if "frameskip" not in kwargs:
+        return
+    value = kwargs.pop("frameskip")
+    if "frame_skip" in env_spec(env_id).options:
+        kwargs.setdefault("frame_skip", value)
+    elif value != 1:
+        raise TypeError(f"PoolSingleEnv.__init__() got an unexpected keyword argument"
+                        f" 'frameskip' ({env_id} has no frame skip option)")
+
+
+def _refuse_render_mode(env_id: str, render_mode: str | None) -> None:
+    """Rendering is not implemented by the pool: say so rather than drop ``render_mode``."""
+    if render_mode is not None:
+        raise NotImplementedError(
+            f"{env_id}: render_mode={render_mode!r} is not supported; the pool's envs do not"
+            " render (use render_mode=None, or Gymnasium's own env for frames)")
+
+
 def make_gymnasium(env_id: str, num_envs: int = 1, **options: Any) -> PoolVectorEnv:
     """Returns the pool as a ``gymnasium.vector.VectorEnv``.
 
@@ -167,6 +264,10 @@ def make_gymnasium(env_id: str, num_envs: int = 1, **options: Any) -> PoolVector
     """
     if env_id.startswith(f"{NAMESPACE}/"):
         env_id = env_id[len(NAMESPACE) + 1:]
+    if "autoreset_mode" in options:  # Gymnasium's name for it
+        if "autoreset" in options:
+            raise ValueError("pass autoreset or autoreset_mode, not both")
+        options["autoreset"] = options.pop("autoreset_mode")
     return PoolVectorEnv(env_id, num_envs=num_envs, **options)
 
 

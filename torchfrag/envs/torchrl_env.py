@@ -33,9 +33,11 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from tensordict import TensorDict, TensorDictBase
-from torchrl.data import Bounded, Categorical, Composite, Unbounded
+from torchrl.data import Bounded, Categorical, Composite, OneHot, Unbounded
+from torchrl.data.utils import numpy_to_torch_dtype_dict
 from torchrl.envs import EnvBase
 
+from torchfrag.envs._torchrl_compat import make_compatible_policy, new_tensordict, step_mdp
 from torchfrag.envs.pool import EnvPool
 from torchfrag.envs.spec import EnvSpec
 
@@ -43,16 +45,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["PoolEnv", "observation_spec_from", "action_spec_from"]
 
-_NP_TO_TORCH = {
-    np.dtype(np.float32): torch.float32,
-    np.dtype(np.float64): torch.float64,
-    np.dtype(np.uint8): torch.uint8,
-    np.dtype(np.int8): torch.int8,
-    np.dtype(np.int16): torch.int16,
-    np.dtype(np.int32): torch.int32,
-    np.dtype(np.int64): torch.int64,
-    np.dtype(np.bool_): torch.bool,
-}
 
 #: TensorDict keys TorchRL (or its common transforms) own; an env info with
 #: one of these names is exposed as ``"info_<name>"`` (e.g. Atari's
@@ -107,37 +99,51 @@ def remap_infos(info: dict, names: dict[str, str]) -> dict:
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
     try:
-        return _NP_TO_TORCH[np.dtype(dtype)]
+        return numpy_to_torch_dtype_dict[np.dtype(dtype)]
     except KeyError:
         raise TypeError(f"no torch dtype for numpy dtype {dtype}") from None
 
 
 def _array_spec(shape: tuple[int, ...], dtype: np.dtype, low: np.ndarray | None,
                 high: np.ndarray | None, device: torch.device | None):
+    # Not TorchRL's GymEnv conversion (``torchrl.envs.libs.gym._gym_to_torchrl_spec_transform``):
+    # it is private, takes Gymnasium spaces (the pool's infos are not spaces) and would turn
+    # an int32 info with an infinite bound into garbage bounds. The rules are GymEnv's.
     tdtype = _torch_dtype(dtype)
     if tdtype == torch.bool:
         return Categorical(2, shape=shape, dtype=torch.bool, device=device)
     if low is not None and high is not None:
         low = np.broadcast_to(np.asarray(low, dtype=np.float64), shape)
         high = np.broadcast_to(np.asarray(high, dtype=np.float64), shape)
-        if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
+        # GymEnv's rule: Unbounded only when no bound at all is finite, so
+        # CartPole keeps its finite per-dimension bounds (the others are +-inf).
+        if np.any(np.isfinite(low)) or np.any(np.isfinite(high)):
+            if not tdtype.is_floating_point:  # +-inf has no integer value: the type's range
+                info = torch.iinfo(tdtype)
+                low = np.clip(low, info.min, info.max)
+                high = np.clip(high, info.min, info.max)
             lo = torch.as_tensor(low.copy(), dtype=tdtype)
             hi = torch.as_tensor(high.copy(), dtype=tdtype)
             return Bounded(low=lo, high=hi, shape=shape, dtype=tdtype, device=device)
     return Unbounded(shape=shape, dtype=tdtype, device=device)
 
 
-def observation_spec_from(spec: EnvSpec, num_envs: int, info_keys: Sequence[str],
-                          device: torch.device | None = None) -> Composite:
+def observation_spec_from(spec: EnvSpec, num_envs: int | None, info_keys: Sequence[str],
+                          device: torch.device | None = None, *,
+                          observation_key: str = "observation",
+                          observation_dtype: torch.dtype | None = None) -> Composite:
     """Builds the observation :class:`~torchrl.data.Composite` of a pool.
 
     Args:
         spec: The pool's :class:`~torchfrag.envs.EnvSpec`.
-        num_envs: Leading batch dimension.
+        num_envs: Leading batch dimension; ``None`` for none (one unbatched env).
         info_keys: Pool info names exposed as extra observation entries, under
             :func:`info_key` names. ``"elapsed_step"`` maps to an int32 entry of
             shape ``[num_envs]``.
         device: Spec device.
+        observation_key: Key of the observation (``"pixels"`` for frames).
+        observation_dtype: Observation dtype if not the env's own (e.g. float32
+            for MuJoCo's float64).
 
     Example:
         >>> from torchfrag.envs import spec
@@ -148,22 +154,29 @@ def observation_spec_from(spec: EnvSpec, num_envs: int, info_keys: Sequence[str]
     space = spec.observation_space
     if not isinstance(space, spaces.Box):
         raise TypeError(f"unsupported observation space {space}")
-    entries: dict[str, Any] = {
-        "observation": _array_spec((num_envs, *space.shape), space.dtype, space.low, space.high,
-                                   device),
-    }
+    lead = () if num_envs is None else (num_envs,)
+    obs = _array_spec((*lead, *space.shape), space.dtype, space.low, space.high, device)
+    if observation_key == "pixels":  # GymEnv's pixel entries are Unbounded uint8
+        obs = Unbounded(shape=obs.shape, dtype=obs.dtype, device=device)
+    if observation_dtype is not None and observation_dtype != obs.dtype:
+        obs = obs.to(observation_dtype)
+    entries: dict[str, Any] = {observation_key: obs}
     for name in info_keys:
         if name == "elapsed_step":
-            entries[name] = Unbounded(shape=(num_envs,), dtype=torch.int32, device=device)
+            entries[name] = Unbounded(shape=lead, dtype=torch.int32, device=device)
             continue
         info = spec.infos[name]
-        entries[info_key(name)] = _array_spec((num_envs, *info.shape), info.dtype, info.low, info.high,
-                                    device)
-    return Composite(entries, shape=(num_envs,), device=device)
+        entries[info_key(name)] = _array_spec((*lead, *info.shape), info.dtype, info.low,
+                                              info.high, device)
+    return Composite(entries, shape=lead, device=device)
 
 
-def action_spec_from(spec: EnvSpec, num_envs: int, device: torch.device | None = None):
-    """Builds the TorchRL action spec of a pool: ``Categorical`` or ``Bounded``.
+def action_spec_from(spec: EnvSpec, num_envs: int | None, device: torch.device | None = None,
+                     categorical: bool = True):
+    """Builds the TorchRL action spec of a pool: ``Categorical`` (or ``OneHot``) or ``Bounded``.
+
+    ``num_envs=None`` gives an unbatched spec; ``categorical=False`` a
+    ``OneHot`` spec for discrete actions (GymEnv's default encoding).
 
     Example:
         >>> from torchfrag.envs import spec
@@ -172,10 +185,14 @@ def action_spec_from(spec: EnvSpec, num_envs: int, device: torch.device | None =
         2
     """
     space = spec.action_space
+    lead = () if num_envs is None else (num_envs,)
     if isinstance(space, spaces.Discrete):
-        return Categorical(int(space.n), shape=(num_envs,), dtype=torch.int64, device=device)
+        if not categorical:
+            return OneHot(int(space.n), shape=(*lead, int(space.n)), dtype=torch.int64,
+                          device=device)
+        return Categorical(int(space.n), shape=lead, dtype=torch.int64, device=device)
     if isinstance(space, spaces.Box):
-        shape = (num_envs, *space.shape)
+        shape = (*lead, *space.shape)
         low = torch.as_tensor(np.broadcast_to(space.low, shape).copy(), dtype=torch.float32)
         high = torch.as_tensor(np.broadcast_to(space.high, shape).copy(), dtype=torch.float32)
         return Bounded(low=low, high=high, shape=shape, dtype=torch.float32, device=device)
@@ -183,31 +200,55 @@ def action_spec_from(spec: EnvSpec, num_envs: int, device: torch.device | None =
 
 
 class PoolEnv(EnvBase):
-    """A :class:`~torchfrag.envs.EnvPool` as a batched TorchRL environment.
+    """A :class:`~torchfrag.envs.EnvPool` as a TorchRL environment.
 
-    Batch size is ``[num_envs]``. Specs come from the pool's spec: observation
-    ``Composite`` with ``"observation"`` (plus the exposed infos), action
-    ``Categorical`` (discrete) or ``Bounded`` (continuous, float32), reward
-    float32 ``[num_envs, 1]`` and ``done``/``terminated``/``truncated`` bool
-    ``[num_envs, 1]``.
+    Two modes, chosen by ``num_envs``:
 
-    One C++ call steps all envs. Finished envs are auto-reset in that same call;
-    the terminal observation is returned under ``"next"`` and the new first
-    observation serves the following partial reset (:meth:`step_and_maybe_reset`
-    and ``rollout`` never call the pool twice per step).
+    - ``PoolEnv(id, num_envs=N)``: batched, batch size ``[N]``, the pool's
+      conventions (the ones torchfrag's algorithms use): ``Categorical``
+      discrete actions, every env info exposed, the env's own observation
+      dtype. One C++ call steps all envs.
+    - ``PoolEnv(id)`` (``num_envs`` not given): one env, unbatched (batch size
+      ``[]``), with :class:`~torchrl.envs.GymEnv`'s conventions, so replacing
+      ``GymEnv(id)`` is a one-line change: ``OneHot`` discrete actions
+      (``categorical_action_encoding=False``, GymEnv's default), no info
+      entries, observations in the env's own dtype (float64 for MuJoCo, as
+      GymEnv; ask for ``observation_dtype=torch.float32``).
+
+    Each of these options can be set in either mode. In both, bounds are kept
+    per dimension (``Bounded`` unless no bound is finite, GymEnv's rule),
+    reward is float32 ``[..., 1]`` and ``done``/``terminated``/``truncated``
+    bool ``[..., 1]``.
+
+    Finished envs are auto-reset in the step that finished them; the terminal
+    observation (and, for info entries, the terminal step's infos) is returned
+    under ``"next"`` and the new first observation serves the following
+    partial reset (:meth:`step_and_maybe_reset` and ``rollout`` never call the
+    pool twice per step).
 
     Args:
         env_id: A registered id, see :func:`torchfrag.envs.list_envs`.
-        num_envs: Number of envs (the batch size).
+        num_envs: Number of envs (the batch size); ``None``: one unbatched env
+            with GymEnv's defaults (see above).
         num_threads: Worker threads; defaults to ``min(num_envs, cores)``.
         seed: Pool seed (env ``i`` uses ``hash(seed, i)``), one seed per env,
             or ``None`` for a random one.
         device: Where the returned tensors live; results are moved there once
             per step.
         info_keys: Infos returned as extra observation entries (in the root and
-            under ``"next"``). ``None``: ``"elapsed_step"`` and every env info.
-            Note: on the step that ends an episode, env infos (not
-            ``elapsed_step``) already describe the new episode's first state.
+            under ``"next"``, where they are the terminal step's). ``None``:
+            ``"elapsed_step"`` and every env info. Default: all in the batched
+            mode, none in the unbatched one.
+        categorical_action_encoding: Discrete actions as indices
+            (``Categorical``) rather than one-hot (``OneHot``). Default: ``True``
+            batched, ``False`` unbatched (as GymEnv). Both are accepted as input
+            in either case.
+        from_pixels: Name the observation ``"pixels"`` (image observations
+            only, e.g. Atari; channel-first ``[C, H, W]``, where GymEnv's raw
+            Atari frames are ``[H, W, C]``).
+        observation_dtype: Cast observations to this dtype (e.g.
+            ``torch.float32``; what TorchRL's ``DoubleToFloat`` does, without
+            the transform).
         **options: Env options, as for :func:`torchfrag.envs.make`.
 
     Example:
@@ -222,37 +263,78 @@ class PoolEnv(EnvBase):
         >>> td["next", "reward"].shape
         torch.Size([2, 1])
         >>> env.close()
+        >>> PoolEnv("CartPole-v1").action_spec.shape  # as GymEnv("CartPole-v1")
+        torch.Size([2])
     """
 
     def __init__(
         self,
         env_id: str,
-        num_envs: int = 1,
+        num_envs: int | None = None,
         *,
         num_threads: int | None = None,
         seed: int | Sequence[int] | None = 0,
         device: torch.device | str | None = None,
-        info_keys: Sequence[str] | None = None,
+        info_keys: Sequence[str] | None | str = "default",
+        categorical_action_encoding: bool | None = None,
+        from_pixels: bool = False,
+        observation_dtype: torch.dtype | str | None = None,
         **options: Any,
     ) -> None:
         device = torch.device(device) if device is not None else torch.device("cpu")
-        super().__init__(device=device, batch_size=torch.Size([num_envs]))
-        self._pool = EnvPool(env_id, num_envs=num_envs, num_threads=num_threads, seed=seed,
+        batched = num_envs is not None
+        if batched and (isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer))
+                        or num_envs < 1):
+            raise ValueError(f"PoolEnv: num_envs must be a positive int or None (one unbatched"
+                             f" env), got {num_envs!r}")
+        if isinstance(info_keys, str):
+            if info_keys != "default":
+                raise ValueError(f"PoolEnv: info_keys must be a list of info names, None (all)"
+                                 f" or left out, got {info_keys!r}")
+            info_keys = None if batched else []
+        if isinstance(observation_dtype, str):
+            dtype = getattr(torch, observation_dtype, None)
+            if not isinstance(dtype, torch.dtype):
+                raise ValueError(f"PoolEnv: observation_dtype {observation_dtype!r} is not a torch"
+                                 " dtype name (e.g. 'float32')")
+            observation_dtype = dtype
+        n = int(num_envs) if batched else 1
+        # What pickling rebuilds the env from (in the receiving process: the
+        # pool itself, its threads and C++ envs, cannot cross a process).
+        self._init_args = (env_id, num_envs)
+        self._init_kwargs = dict(
+            num_threads=num_threads, seed=seed, device=device,
+            info_keys=None if info_keys is None else list(info_keys),
+            categorical_action_encoding=categorical_action_encoding, from_pixels=from_pixels,
+            observation_dtype=observation_dtype, **options)
+        super().__init__(device=device, batch_size=torch.Size([n] if batched else []))
+        self._pool = EnvPool(env_id, num_envs=n, num_threads=num_threads, seed=seed,
                              autoreset="same_step", **options)
         self.env_id = env_id
-        self.num_envs = int(num_envs)
+        self.num_envs = n
+        self.batched = batched
         self.pool_spec: EnvSpec = self._pool.spec
+        obs_space = self.pool_spec.observation_space
+        if from_pixels and len(obs_space.shape) != 3:
+            raise ValueError(f"PoolEnv({env_id!r}): from_pixels=True needs image observations"
+                             f" ([C, H, W], e.g. Atari), this env's are {obs_space.shape}")
+        self._discrete = isinstance(self.pool_spec.action_space, spaces.Discrete)
+        if categorical_action_encoding is None:
+            categorical_action_encoding = batched
+        self._one_hot = self._discrete and not categorical_action_encoding
+        self._obs_key = "pixels" if from_pixels else "observation"
+        self._obs_cast = (observation_dtype if observation_dtype is not None
+                          and observation_dtype != _torch_dtype(obs_space.dtype) else None)
         self._info_names = resolve_info_keys(self.pool_spec, info_keys)
-        self._renamed = any(k != v for k, v in self._info_names.items())
+        # Pool info read for "next": the terminal step's (same-step auto-reset
+        # puts the new episode's values under the plain name).
+        self._final_names = {k: v if v == "elapsed_step" else f"final_{v}"
+                             for k, v in self._info_names.items()}
         #: TensorDict keys of the exposed infos.
         self.info_keys: list[str] = list(self._info_names)
         self._make_specs()
         self.is_closed = False
 
-        n = self.num_envs
-        obs_space = self.pool_spec.observation_space
-        self._obs_dtype = _torch_dtype(obs_space.dtype)
-        self._discrete = isinstance(self.pool_spec.action_space, spaces.Discrete)
         self._action_shape = () if self._discrete else tuple(self.pool_spec.action_space.shape)
         # New-episode observations (and infos) of envs the pool auto-reset, kept
         # until TorchRL asks for the reset; `_pending[i]` marks them valid.
@@ -262,11 +344,10 @@ class PoolEnv(EnvBase):
             k: np.zeros((n, *self.pool_spec.infos[v].shape), dtype=self.pool_spec.infos[v].dtype)
             for k, v in self._info_names.items() if k != "elapsed_step"
         }
-        self._done_zeros = torch.zeros((n, 1), dtype=torch.bool)
 
     @classmethod
     def make(cls, env_id: str, num_envs: int = 1, **kwargs: Any) -> PoolEnv:
-        """Same as the constructor; mirrors :func:`torchfrag.envs.make`.
+        """Same as the constructor, batched; mirrors :func:`torchfrag.envs.make`.
 
         Example:
             >>> from torchfrag.envs import PoolEnv
@@ -275,18 +356,52 @@ class PoolEnv(EnvBase):
         """
         return cls(env_id, num_envs, **kwargs)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles as the constructor call: the copy is a new pool with the same arguments.
+
+        The copy starts un-reset, with the constructor's seed (TorchRL's
+        multiprocess collectors reset and seed the envs they receive). A
+        subclass whose constructor takes other arguments overrides this.
+
+        Example:
+            >>> import pickle
+            >>> from torchfrag.envs import PoolEnv
+            >>> env = pickle.loads(pickle.dumps(PoolEnv("CartPole-v1", 2)))
+            >>> env.batch_size
+            torch.Size([2])
+        """
+        return (_rebuild, (type(self), self._init_args, self._init_kwargs))
+
+    @property
+    def _fast_paths_ok(self) -> bool:
+        """Whether the fused paths may bypass ``_step``/``_reset`` (not overridden by a subclass)."""
+        cls = type(self)
+        return cls._step is PoolEnv._step and cls._reset is PoolEnv._reset
+
+    @property
+    def pool_conventions(self) -> bool:
+        """Whether this env uses the pool's own conventions (what an async pool collector yields).
+
+        Batched, ``Categorical`` actions, ``"observation"`` in the env's dtype.
+        """
+        return (self.batched and not self._one_hot and self._obs_key == "observation"
+                and self._obs_cast is None)
+
     # -- specs -----------------------------------------------------------------------
     def _make_specs(self) -> None:
-        n, dev = self.num_envs, self.device
+        n, dev = (self.num_envs if self.batched else None), self.device
+        lead = (n,) if self.batched else ()
         self.observation_spec = observation_spec_from(
-            self.pool_spec, n, list(self._info_names.values()), dev)
-        self.action_spec = action_spec_from(self.pool_spec, n, dev)
-        self.reward_spec = Unbounded(shape=(n, 1), dtype=torch.float32, device=dev)
+            self.pool_spec, n, list(self._info_names.values()), dev,
+            observation_key=self._obs_key, observation_dtype=self._obs_cast)
+        self.action_spec = action_spec_from(self.pool_spec, n, dev,
+                                            categorical=not self._one_hot)
+        self.reward_spec = Unbounded(shape=(*lead, 1), dtype=torch.float32, device=dev)
         self.done_spec = Composite(
-            done=Categorical(2, shape=(n, 1), dtype=torch.bool, device=dev),
-            terminated=Categorical(2, shape=(n, 1), dtype=torch.bool, device=dev),
-            truncated=Categorical(2, shape=(n, 1), dtype=torch.bool, device=dev),
-            shape=(n,), device=dev,
+            done=Categorical(2, shape=(*lead, 1), dtype=torch.bool, device=dev),
+            terminated=Categorical(2, shape=(*lead, 1), dtype=torch.bool, device=dev),
+            truncated=Categorical(2, shape=(*lead, 1), dtype=torch.bool, device=dev),
+            shape=lead, device=dev,
         )
 
     @property
@@ -296,44 +411,66 @@ class PoolEnv(EnvBase):
 
     # -- actions -------------------------------------------------------------------
     def _action_array(self, action: torch.Tensor | None) -> np.ndarray:
+        """The pool's action array (``[num_envs, ...]``, indices for discrete actions)."""
         if action is None:
             raise KeyError("PoolEnv.step: the input tensordict has no 'action' entry")
         if not isinstance(action, torch.Tensor):
             raise TypeError(f"PoolEnv.step: 'action' must be a tensor, got {type(action).__name__}")
         n = self.num_envs
+        if not self.batched:
+            action = action.unsqueeze(0)
         if self._discrete:
+            k = int(self.pool_spec.action_space.n)
+            lead = [n] if self.batched else []
+            if action.shape == (n, k) and k > 1:  # one-hot, whichever the spec's encoding
+                if action.dtype.is_complex or not bool(
+                        (((action == 0) | (action == 1)).all(-1) & (action.sum(-1) == 1)).all()):
+                    raise ValueError(
+                        f"PoolEnv({self.env_id!r}): one-hot actions of shape {[*lead, k]} must"
+                        " hold a single 1 per env and zeros elsewhere (or pass indices of shape"
+                        f" {lead})")
+                action = action.argmax(-1)
             if action.dtype.is_floating_point or action.dtype.is_complex or \
                     action.dtype == torch.bool:
                 raise TypeError(
-                    f"PoolEnv({self.env_id!r}): discrete actions must be an integer tensor of"
-                    f" shape [{n}] (Categorical action spec), got dtype {action.dtype}")
+                    f"PoolEnv({self.env_id!r}): discrete actions must be integer indices of"
+                    f" shape {lead} (Categorical) or one-hot of shape {[*lead, k]}, got dtype"
+                    f" {action.dtype}")
             if action.shape != (n,):
                 if action.shape == (n, 1):
                     action = action.reshape(n)
                 else:
-                    hint = ""
-                    if action.shape == (n, int(self.pool_spec.action_space.n)):
-                        hint = (" (looks one-hot: pass indices, e.g. action.argmax(-1), or "
-                                "use a Categorical spec)")
                     raise ValueError(
-                        f"PoolEnv({self.env_id!r}): expected discrete actions of shape [{n}],"
-                        f" got {list(action.shape)}{hint}")
+                        f"PoolEnv({self.env_id!r}): expected discrete actions of shape {lead}"
+                        f" (indices) or {[*lead, k]} (one-hot), got"
+                        f" {list(action.shape[0 if self.batched else 1:])}")
         else:
             want = (n, *self._action_shape)
+            shown = list(want if self.batched else want[1:])
             if not action.dtype.is_floating_point:
                 raise TypeError(
                     f"PoolEnv({self.env_id!r}): continuous actions must be a floating point"
-                    f" tensor of shape {list(want)}, got dtype {action.dtype}")
+                    f" tensor of shape {shown}, got dtype {action.dtype}")
             if tuple(action.shape) != want:
                 raise ValueError(
-                    f"PoolEnv({self.env_id!r}): expected continuous actions of shape {list(want)},"
-                    f" got {list(action.shape)}")
+                    f"PoolEnv({self.env_id!r}): expected continuous actions of shape {shown},"
+                    f" got {list(action.shape[0 if self.batched else 1:])}")
         if action.device.type != "cpu":
             action = action.cpu()
         return action.detach().numpy()
 
     # -- EnvBase API -----------------------------------------------------------------
-    def _to_device(self, td: TensorDictBase) -> TensorDictBase:
+    def _obs_tensor(self, arr: np.ndarray) -> torch.Tensor:
+        """A tensor copy of pool observations (cast if asked)."""
+        if self._obs_cast is not None:
+            return torch.from_numpy(arr).to(self._obs_cast)
+        return torch.from_numpy(arr).clone()
+
+    def _finish(self, data: dict) -> TensorDictBase:
+        """The TensorDict of one result: unbatched in that mode, on the env's device."""
+        td = TensorDict(data, batch_size=[self.num_envs])
+        if not self.batched:
+            td = td[0]
         if self.device.type != "cpu":
             return td.to(self.device, non_blocking=True)
         return td
@@ -341,18 +478,17 @@ class PoolEnv(EnvBase):
     def _next_td(self, obs: np.ndarray, rew: np.ndarray, term: np.ndarray, trunc: np.ndarray,
                  info: dict) -> tuple[TensorDictBase, np.ndarray]:
         """Builds the step output from one pool result and caches reset data."""
-        final = info["final_obs"]
         terminated = torch.from_numpy(term).clone().unsqueeze_(-1)
         truncated = torch.from_numpy(trunc).clone().unsqueeze_(-1)
         data = {
-            "observation": torch.from_numpy(final).clone(),
+            self._obs_key: self._obs_tensor(info["final_obs"]),
             "reward": torch.from_numpy(rew).to(torch.float32).unsqueeze_(-1),
             "terminated": terminated,
             "truncated": truncated,
             "done": terminated | truncated,
         }
-        for k in self.info_keys:
-            data[k] = torch.from_numpy(info[k]).clone()
+        for k, name in self._final_names.items():
+            data[k] = torch.from_numpy(info[name]).clone()
         done = np.logical_or(term, trunc)
         self._pending[:] = False
         if done.any():
@@ -360,16 +496,14 @@ class PoolEnv(EnvBase):
             self._pending[idx] = True
             self._reset_obs[idx] = obs[idx]
             for k, buf in self._reset_infos.items():
-                buf[idx] = info[k][idx]
-        return TensorDict(data, batch_size=self.batch_size), done
+                buf[idx] = info[self._info_names[k]][idx]
+        return self._finish(data), done
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         actions = self._action_array(tensordict.get("action", None))
         obs, rew, term, trunc, info = self._pool.step(actions)
-        if self._renamed:
-            info = remap_infos(info, self._info_names)
         td, _ = self._next_td(obs, rew, term, trunc, info)
-        return self._to_device(td)
+        return td
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
         n = self.num_envs
@@ -382,24 +516,20 @@ class PoolEnv(EnvBase):
                     mask = None
         if mask is None:
             obs, info = self._pool.reset()
-            if self._renamed:
-                info = remap_infos(info, self._info_names)
             self._pending[:] = False
-            data = {"observation": torch.from_numpy(obs).clone()}
-            for k in self.info_keys:
-                data[k] = torch.from_numpy(info[k]).clone()
+            data = {self._obs_key: self._obs_tensor(obs)}
+            for k, name in self._info_names.items():
+                data[k] = torch.from_numpy(info[name]).clone()
         else:
             ids = np.flatnonzero(mask)
             real = ids[~self._pending[ids]]
             if real.size:
                 obs, info = self._pool.reset(real)
-                if self._renamed:
-                    info = remap_infos(info, self._info_names)
                 self._reset_obs[real] = obs
                 for k, buf in self._reset_infos.items():
-                    buf[real] = info[k]
+                    buf[real] = info[self._info_names[k]]
             self._pending[ids] = False
-            data = {"observation": torch.from_numpy(self._reset_obs.copy())}
+            data = {self._obs_key: self._obs_tensor(self._reset_obs)}
             for k, buf in self._reset_infos.items():
                 data[k] = torch.from_numpy(buf.copy())
             if "elapsed_step" in self.info_keys:
@@ -408,7 +538,7 @@ class PoolEnv(EnvBase):
         data["done"] = z
         data["terminated"] = z.clone()
         data["truncated"] = z.clone()
-        return self._to_device(TensorDict(data, batch_size=self.batch_size))
+        return self._finish(data)
 
     def _set_seed(self, seed: int | None) -> None:
         if seed is None:
@@ -426,15 +556,21 @@ class PoolEnv(EnvBase):
         ``tensordict`` holds the transition (terminal observations under
         ``"next"``), ``tensordict_`` the input of the next step.
         """
+        if not self._fast_paths_ok or not self.batched:
+            # A subclass's _step/_reset must see every step and reset; one
+            # unbatched env gains nothing from the fused path.
+            return super()._step_and_maybe_reset(tensordict)
         if tensordict.device != self.device:
             tensordict = tensordict.to(self.device)
         tensordict = self.step(tensordict)
-        tensordict_ = self._step_mdp(tensordict)
+        tensordict_ = step_mdp(self, tensordict)
         if self._pending.any():
             idx = torch.from_numpy(np.flatnonzero(self._pending))
-            obs = tensordict_.get("observation").clone()
-            obs[idx.to(obs.device)] = torch.from_numpy(self._reset_obs[self._pending]).to(obs.device)
-            tensordict_.set("observation", obs)
+            key = self._obs_key
+            obs = tensordict_.get(key).clone()
+            obs[idx.to(obs.device)] = self._obs_tensor(self._reset_obs[self._pending]).to(
+                obs.device)
+            tensordict_.set(key, obs)
             for k, buf in self._reset_infos.items():
                 val = tensordict_.get(k).clone()
                 val[idx.to(val.device)] = torch.from_numpy(buf[self._pending]).to(val.device)
@@ -471,8 +607,8 @@ class PoolEnv(EnvBase):
         ``actions``, ``set_truncated`` or device casting), the rollout is written
         straight into preallocated ``[num_envs, max_steps]`` tensors, one pool
         call and one copy per entry and step; the result is the same
-        TensorDict TorchRL's generic loop builds. Other arguments use the
-        generic loop.
+        TensorDict TorchRL's generic loop builds. Other arguments, and subclasses
+        that override ``_step`` or ``_reset``, use the generic loop.
 
         Example:
             >>> from torchfrag.envs import PoolEnv
@@ -483,7 +619,7 @@ class PoolEnv(EnvBase):
         if isinstance(max_steps, bool) or int(max_steps) != max_steps or max_steps < 1:
             raise ValueError(f"rollout: max_steps must be a positive integer, got {max_steps!r}")
         generic = (
-            break_when_any_done is not False or bool(break_when_all_done) or callback is not None
+            not self._fast_paths_ok or not self.batched or break_when_any_done is not False or bool(break_when_all_done) or callback is not None
             or max_steps < 1
             or any(kwargs.get(k) not in (None, False) for k in
                    ("actions", "out", "set_truncated", "auto_cast_to_device", "set_state"))
@@ -499,11 +635,8 @@ class PoolEnv(EnvBase):
 
     def _fast_rollout(self, max_steps: int, policy: Any, auto_reset: bool,
                       tensordict: TensorDictBase | None, trust_policy: bool) -> TensorDictBase:
-        from torchrl.envs.utils import _make_compatible_policy
-
         if policy is not None:
-            policy = _make_compatible_policy(policy, self.observation_spec, env=self,
-                                             fast_wrap=True, trust_policy=trust_policy)
+            policy = make_compatible_policy(policy, self.observation_spec, self, trust_policy)
         if auto_reset:
             root = self.reset(tensordict)
         elif tensordict is None:
@@ -511,7 +644,9 @@ class PoolEnv(EnvBase):
         else:
             root = self.maybe_reset(tensordict)
         n, steps, dev = self.num_envs, int(max_steps), self.device
-        obs_keys = ["observation", *self.info_keys]
+        obs_key = self._obs_key
+        obs_keys = [obs_key, *self.info_keys]
+        names, finals = self._info_names, self._final_names
         done_keys = ("done", "terminated", "truncated")
 
         def alloc(x: torch.Tensor) -> torch.Tensor:
@@ -545,18 +680,24 @@ class PoolEnv(EnvBase):
             np_next = {k: v.numpy() for k, v in next_out.items()}
             np_root = {k: v.numpy() for k, v in root_out.items()}
             np_action = action_out.numpy()
-        rand_n = int(action_spec.n) if (policy is None and discrete) else 0
+        rand_n = int(self.pool_spec.action_space.n) if (policy is None and discrete) else 0
+        one_hot = self._one_hot
+        rows = np.arange(n)
         for t in range(steps):
             if rand_n:
-                action = torch.randint(0, rand_n, (n,), dtype=torch.int64, device=dev)
-                action_np = action.numpy() if on_cpu else action.cpu().numpy()
+                # Uniform indices (the same distribution as the spec's rand()), one-hot
+                # encoded straight into the output below when the spec is OneHot.
+                idx = torch.randint(0, rand_n, (n,), dtype=torch.int64)
+                action_np = idx.numpy()
+                action = idx.to(dev) if not one_hot else None
+                if one_hot and not on_cpu:
+                    action = torch.nn.functional.one_hot(idx, rand_n).to(dev)
             else:
                 if policy is None:
                     action = action_spec.rand()
                 else:
-                    td_t = TensorDict._new_unsafe(
-                        {k: v[:, t] for k, v in root_out.items()}, batch_size=self.batch_size,
-                        device=dev)
+                    td_t = new_tensordict({k: v[:, t] for k, v in root_out.items()},
+                                          self.batch_size, dev)
                     if not carried.is_empty():
                         td_t.update(carried)
                     out = policy(td_t)
@@ -567,22 +708,24 @@ class PoolEnv(EnvBase):
                         extras.setdefault(key, []).append(val)
                 action_np = self._action_array(action)
             obs, rew, term, trunc, info = pool.step(action_np)
-            if self._renamed:
-                info = remap_infos(info, self._info_names)
             np.logical_or(term, trunc, out=done)
             if on_cpu:
-                np_action[:, t] = action_np.reshape(np_action.shape[:1] + np_action.shape[2:])
-                np_next["observation"][:, t] = info["final_obs"]
+                if one_hot:
+                    np_action[:, t] = 0
+                    np_action[rows, t, action_np] = 1
+                else:
+                    np_action[:, t] = action_np.reshape(np_action.shape[:1] + np_action.shape[2:])
+                np_next[obs_key][:, t] = info["final_obs"]
                 np_next["reward"][:, t, 0] = rew
                 np_next["terminated"][:, t, 0] = term
                 np_next["truncated"][:, t, 0] = trunc
                 np_next["done"][:, t, 0] = done
                 for k in self.info_keys:
-                    np_next[k][:, t] = info[k]
+                    np_next[k][:, t] = info[finals[k]]
                 if t + 1 < steps:
-                    np_root["observation"][:, t + 1] = obs
+                    np_root[obs_key][:, t + 1] = obs
                     for k in self.info_keys:
-                        np_root[k][:, t + 1] = info[k]
+                        np_root[k][:, t + 1] = info[names[k]]
                     if elapsed_idx and done.any():
                         np_root["elapsed_step"][done, t + 1] = 0
             else:
@@ -596,7 +739,7 @@ class PoolEnv(EnvBase):
             idx = np.flatnonzero(done)
             self._reset_obs[idx] = obs[idx]
             for k, buf in self._reset_infos.items():
-                buf[idx] = info[k][idx]
+                buf[idx] = info[names[k]][idx]
         data: dict[Any, Any] = dict(root_out)
         data["action"] = action_out
         for key, vals in extras.items():
@@ -604,8 +747,7 @@ class PoolEnv(EnvBase):
         for key in carried.keys(include_nested=True, leaves_only=True):
             if key not in extras:
                 data[key] = torch.stack([carried.get(key)] * steps, 1)
-        data["next"] = TensorDict._new_unsafe(next_out, batch_size=torch.Size((n, steps)),
-                                              device=dev)
+        data["next"] = new_tensordict(next_out, torch.Size((n, steps)), dev)
         result = TensorDict(data, batch_size=(n, steps), device=dev)
         result.refine_names(..., "time")
         return result
@@ -615,7 +757,7 @@ class PoolEnv(EnvBase):
                              trunc: np.ndarray, done: np.ndarray, info: dict) -> None:
         """One step of :meth:`_fast_rollout` on an accelerator: a single host batch moved once."""
         host = {
-            "observation": torch.from_numpy(info["final_obs"]),
+            "observation": torch.from_numpy(info["final_obs"]),  # cast by the copy below
             "reward": torch.from_numpy(rew).to(torch.float32).unsqueeze(-1),
             "terminated": torch.from_numpy(term).unsqueeze(-1),
             "truncated": torch.from_numpy(trunc).unsqueeze(-1),
@@ -623,15 +765,17 @@ class PoolEnv(EnvBase):
             "root_observation": torch.from_numpy(obs),
         }
         for k in self.info_keys:
-            host[k] = torch.from_numpy(info[k])
-        moved = TensorDict._new_unsafe(host, batch_size=self.batch_size).to(
+            host[k] = torch.from_numpy(info[self._final_names[k]])
+            host["__root__" + k] = torch.from_numpy(info[self._info_names[k]])
+        moved = new_tensordict(host, self.batch_size).to(
             self.device, non_blocking=True)
-        for k in ("observation", "reward", "terminated", "truncated", "done", *self.info_keys):
+        for k in ("reward", "terminated", "truncated", "done", *self.info_keys):
             next_out[k][:, t] = moved.get(k)
+        next_out[self._obs_key][:, t] = moved.get("observation")
         if t + 1 < steps:
-            root_out["observation"][:, t + 1] = moved.get("root_observation")
+            root_out[self._obs_key][:, t + 1] = moved.get("root_observation")
             for k in self.info_keys:
-                root_out[k][:, t + 1] = moved.get(k)
+                root_out[k][:, t + 1] = moved.get("__root__" + k)
             if "elapsed_step" in self.info_keys:
                 d = moved.get("done").squeeze(-1)
                 root_out["elapsed_step"][:, t + 1].masked_fill_(d, 0)
@@ -647,3 +791,8 @@ class PoolEnv(EnvBase):
     def __repr__(self) -> str:
         return (f"PoolEnv({self.env_id!r}, num_envs={self.num_envs}, device={self.device},"
                 f" info_keys={self.info_keys})")
+
+
+def _rebuild(cls: type, args: tuple, kwargs: dict) -> PoolEnv:
+    """Unpickles a :class:`PoolEnv` (see :meth:`PoolEnv.__reduce__`)."""
+    return cls(*args, **kwargs)

@@ -1,0 +1,163 @@
+"""The pool's Gymnasium vector env against Gymnasium's own: final_info, reset_mask, seeds, modes, wrappers."""
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from torchfrag.envs import list_envs, make_gymnasium
+
+
+@pytest.mark.skipif("HalfCheetah-v5" not in list_envs(), reason="MuJoCo envs not built")
+def test_final_info_equals_gymnasium_same_step() -> None:
+    pytest.importorskip("mujoco")
+    n, limit = 2, 5
+    ours = make_gymnasium("HalfCheetah-v5", num_envs=n, autoreset=AutoresetMode.SAME_STEP,
+                          max_episode_steps=limit, seed=0)
+    ref = SyncVectorEnv([lambda: gymnasium.make("HalfCheetah-v5", max_episode_steps=limit)] * n,
+                        autoreset_mode=AutoresetMode.SAME_STEP)
+    _, info = ours.reset(seed=0)
+    ref.reset(seed=0)
+    for i, env in enumerate(ref.envs):  # start Gymnasium's envs from our initial states
+        env.unwrapped.set_state(info["qpos0"][i], info["qvel0"][i])
+    rng = np.random.default_rng(0)
+    for t in range(limit):
+        action = rng.uniform(-1, 1, (n, 6)).astype(np.float32)
+        o1, r1, te1, tr1, i1 = ours.step(action)
+        o2, r2, te2, tr2, i2 = ref.step(action)
+        np.testing.assert_array_equal(tr1, tr2)
+        np.testing.assert_array_equal(te1, te2)
+        np.testing.assert_allclose(r1, r2, rtol=1e-6, atol=1e-8)
+        if t < limit - 1:
+            np.testing.assert_allclose(o1, o2, rtol=1e-6, atol=1e-8)
+            assert "final_info" not in i1 and "final_info" not in i2
+    # The terminal step: same final_obs and final_info, keys and masks as Gymnasium's.
+    assert tr1.all()
+    np.testing.assert_array_equal(i1["_final_obs"], i2["_final_obs"])
+    np.testing.assert_array_equal(i1["_final_info"], i2["_final_info"])
+    for k in range(n):
+        np.testing.assert_allclose(i1["final_obs"][k], i2["final_obs"][k], rtol=1e-6, atol=1e-8)
+    shared = set(i2["final_info"])
+    assert shared <= set(i1["final_info"])
+    for key in shared:
+        if key.startswith("_"):
+            np.testing.assert_array_equal(i1["final_info"][key], i2["final_info"][key])
+        else:
+            np.testing.assert_allclose(i1["final_info"][key], i2["final_info"][key], rtol=1e-6,
+                                       atol=1e-8, err_msg=key)
+    assert not any(k.startswith("final_") for k in i1 if k not in ("final_obs", "final_info"))
+    assert not any(k.startswith("final_") for k in i1["final_info"])
+    ours.close()
+    ref.close()
+
+
+def test_final_info_is_the_terminal_steps_cartpole() -> None:
+    envs = make_gymnasium("CartPole-v1", num_envs=3, autoreset="same_step", seed=0,
+                          max_episode_steps=7)
+    envs.reset(seed=0)
+    for _ in range(7):
+        _, _, term, trunc, info = envs.step(np.zeros(3, dtype=np.int64))
+    assert (term | trunc).all()
+    fi = info["final_info"]
+    # "state" after 7 steps is the terminal state, not the new episode's.
+    for i in range(3):
+        np.testing.assert_allclose(fi["state"][i], info["final_obs"][i], rtol=1e-6)
+        assert not np.allclose(fi["state"][i], info["state"][i])
+    assert (fi["elapsed_step"] == 7).all()
+    assert "final_state" not in info
+    envs.close()
+
+
+def test_seed_int_equals_gymnasium_derived_list() -> None:
+    envs = make_gymnasium("Pendulum-v1", num_envs=4)
+    a, _ = envs.reset(seed=5)
+    b, _ = envs.reset(seed=[5, 6, 7, 8])
+    np.testing.assert_array_equal(a, b)
+    c, _ = envs.reset(seed=[6, 7, 8, 9])
+    np.testing.assert_array_equal(a[1:], c[:3])
+    envs.close()
+
+
+def test_reset_mask() -> None:
+    envs = make_gymnasium("CartPole-v1", num_envs=4, seed=0)
+    obs, _ = envs.reset(seed=0)
+    for _ in range(3):
+        obs, *_ = envs.step(np.ones(4, dtype=np.int64))
+    mask = np.array([True, False, True, False])
+    new, info = envs.reset(seed=[10, 11, 12, 13], options={"reset_mask": mask})
+    np.testing.assert_array_equal(new[~mask], obs[~mask])
+    assert (np.abs(new[mask]) <= 0.05).all()
+    np.testing.assert_array_equal(info["_elapsed_step"], mask)
+    fresh, _ = envs.reset(seed=[10, 11, 12, 13])
+    np.testing.assert_array_equal(new[mask], fresh[mask])  # same per-env seeds, same start
+    for bad, err in ((np.array([1, 0, 0, 0]), TypeError), (np.zeros(4, bool), ValueError),
+                     (np.ones(3, bool), ValueError), ([True] * 4, TypeError)):
+        with pytest.raises(err, match="reset_mask"):
+            envs.reset(options={"reset_mask": bad})
+    envs.close()
+
+
+def test_reset_mask_matches_gymnasium_layout() -> None:
+    ref = SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 3)
+    ours = make_gymnasium("CartPole-v1", num_envs=3)
+    mask = np.array([False, True, False])
+    for env in (ref, ours):
+        env.reset(seed=0)
+    _, i_ref = ref.reset(options={"reset_mask": mask.copy()})
+    _, i_ours = ours.reset(options={"reset_mask": mask.copy()})
+    assert set(i_ref) <= set(i_ours)  # Gymnasium's CartPole has no infos; ours add env_id...
+    for key in i_ours:
+        if key.startswith("_"):
+            np.testing.assert_array_equal(i_ours[key], mask)
+    ref.close()
+    ours.close()
+
+
+def test_autoreset_mode_enum_and_attribute() -> None:
+    for mode in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
+        envs = make_gymnasium("CartPole-v1", num_envs=2, autoreset=mode)
+        assert envs.autoreset_mode == mode == envs.metadata["autoreset_mode"]
+        envs.close()
+    envs = make_gymnasium("CartPole-v1", num_envs=2, autoreset="same_step")
+    assert envs.autoreset_mode == AutoresetMode.SAME_STEP
+    envs.close()
+    with pytest.raises(ValueError, match="autoreset"):
+        make_gymnasium("CartPole-v1", num_envs=2, autoreset=AutoresetMode.DISABLED)
+
+
+def test_render_mode_is_refused_not_dropped() -> None:
+    with pytest.raises(NotImplementedError, match="render_mode='rgb_array'"):
+        make_gymnasium("CartPole-v1", num_envs=2, render_mode="rgb_array")
+    envs = make_gymnasium("CartPole-v1", num_envs=2, render_mode=None)
+    envs.close()
+
+
+def test_torchrl_gym_wrapper_over_make_vec() -> None:
+    pytest.importorskip("torchrl")
+    from torchrl.envs import GymWrapper
+    from torchrl.envs.utils import check_env_specs
+
+    vec = gymnasium.make_vec("torchfrag/CartPole-v1", num_envs=4,
+                             vectorization_mode="vector_entry_point",
+                             autoreset_mode=AutoresetMode.SAME_STEP)
+    assert vec.autoreset_mode == AutoresetMode.SAME_STEP
+    env = GymWrapper(vec)
+    assert env.batch_size == (4,)
+    check_env_specs(env)
+    td = env.rollout(50, break_when_any_done=False)
+    assert td.batch_size == (4, 50) and bool(td["next", "done"].any())
+    env.close()
+
+
+def test_torchrl_gym_env_over_registered_id() -> None:
+    pytest.importorskip("torchrl")
+    from torchrl.envs import GymEnv
+
+    env = GymEnv("torchfrag/CartPole-v1")
+    td = env.rollout(20)
+    assert td["observation"].shape[-1] == 4
+    env.close()
+    env = GymEnv("torchfrag/CartPole-v1", frame_skip=2)  # TorchRL skips frames itself
+    assert env.rollout(5)["next", "reward"].max() == 2.0
+    env.close()

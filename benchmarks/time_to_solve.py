@@ -161,7 +161,12 @@ def prepare_cleanrl(cache: str, source: str | None, extra: Sequence[str]) -> tup
     py = os.path.join(venv, "bin", "python")
     if not os.path.exists(py):
         subprocess.run([sys._base_executable, "-m", "venv", venv], check=True)  # noqa: SLF001
-    subprocess.run([py, "-m", "pip", "install", "-q", *CLEANRL_PINS, *extra], check=True)
+    marker = os.path.join(venv, "torchfrag-pins.txt")
+    pins = "\n".join([*CLEANRL_PINS, *extra])
+    if not os.path.exists(marker) or open(marker).read() != pins:
+        subprocess.run([py, "-m", "pip", "install", "-q", *CLEANRL_PINS, *extra], check=True)
+        with open(marker, "w") as f:
+            f.write(pins)
     # The same torch build for every system: torchfrag's, after the venv's own packages.
     import torch
 
@@ -309,24 +314,25 @@ def torchfrag_worker(overrides: list[str]) -> None:
 
 # -- the benchmark ---------------------------------------------------------------------------------
 def _command(system: str, task: Task, seed: int, paths: dict[str, Any], run_dir: str
-             ) -> tuple[list[str], str, str | None] | None:
+             ) -> tuple[list[str], str, str | None, dict[str, str]] | None:
     if system == "torchfrag":
         return ([sys.executable, "-m", "benchmarks.time_to_solve", "--worker", "--",
                  *task.torchfrag, f"seed={seed}"], os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                None)
+                None, {})
     if system == "cleanrl":
         if task.cleanrl is None or "cleanrl" not in paths:
             return None
         py, folder = paths["cleanrl"]
+        # the scripts import cleanrl_utils from the checkout's root
         return ([py, os.path.join(folder, task.cleanrl), "--seed", str(seed), *task.cleanrl_args],
-                run_dir, None)
+                run_dir, None, {"PYTHONPATH": folder})
     if task.torchrl is None or "torchrl" not in paths:
         return None
     folder = paths["torchrl"]
     script = os.path.join(folder, task.torchrl)
     # TorchRL's scripts take no seed: every TorchRL run is unseeded (noted in the results)
     return ([sys.executable, script, "logger.backend=csv", "logger.video=False", f"hydra.run.dir={run_dir}",
-             *task.torchrl_args], os.path.dirname(script), os.path.join(run_dir, "**", task.torchrl_csv))
+             *task.torchrl_args], os.path.dirname(script), os.path.join(run_dir, "**", task.torchrl_csv), {})
 
 
 def benchmark(tasks: list[str], seeds: list[int], systems: list[str], window: int, max_seconds: float,
@@ -370,9 +376,9 @@ def benchmark(tasks: list[str], seeds: list[int], systems: list[str], window: in
                 cmd = _command(system, task, seed, paths, run_dir)
                 if cmd is None:
                     continue
-                argv, cwd, csv_glob = cmd
+                argv, cwd, csv_glob, extra_env = cmd
                 logger.info("%s seed %d: %s", task_name, seed, " ".join(argv))
-                rec = RunWatch(argv, cwd, task.target, window, max_seconds, csv_glob).run(env)
+                rec = RunWatch(argv, cwd, task.target, window, max_seconds, csv_glob).run({**env, **extra_env})
                 rec["seed"] = seed
                 records[task_name][system].append(rec)
                 logger.info("%s %s seed %d: %s s to %.0f (%s frames, %s fps), stopped: %s", task_name,

@@ -49,7 +49,15 @@ __all__ = ["PPOConfig", "PPOLoop", "RewardScale", "build_ppo", "frozen_obs_norm"
 
 @dataclass
 class PPOConfig(AlgoConfig):
-    """PPO hyper-parameters (defaults: CleanRL's CartPole recipe, with larger batches).
+    """PPO hyper-parameters (defaults: the main job's CartPole-v1 recipe).
+
+    The defaults are CleanRL's CartPole recipe with 4x its batch (16 envs x 128
+    steps), 10 epochs of 4 minibatches of 512, lr 3e-4 annealed to 0 and no
+    entropy bonus: larger, fewer and less noisy updates than CleanRL's (which
+    ended one seed of the old default, 8 envs and 4 epochs, at an evaluation
+    return of 346 after reaching 500). Measured (500k frames, 5 seeds, the
+    final 10 deterministic episodes): 500, 430.1, 500, 500, 464.2 (see
+    ``conf/algo/ppo.yaml``).
 
     Attributes:
         num_envs: Envs in the pool.
@@ -83,17 +91,17 @@ class PPOConfig(AlgoConfig):
         pool_deterministic: Bit-reproducible turn-taking groups with ``collector="pool"``.
     """
 
-    num_envs: int = 8
+    num_envs: int = 16
     steps: int = 128
     gamma: float = 0.99
     lmbda: float = 0.95
-    lr: float = 2.5e-4
+    lr: float = 3e-4
     anneal_lr: bool = True
     total_frames: int = 500_000
-    epochs: int = 4
-    minibatch_size: int = 256
+    epochs: int = 10
+    minibatch_size: int = 512
     clip_epsilon: float = 0.2
-    entropy_coef: float = 0.01
+    entropy_coef: float = 0.0
     critic_coef: float = 0.5
     loss_critic_type: str = "l2"
     max_grad_norm: float = 0.5

@@ -409,6 +409,24 @@ def summarize(result: dict[str, Any]) -> tuple[list[list[Any]], str]:
     return rows, text
 
 
+def merge(paths: Sequence[str]) -> dict[str, Any]:
+    """One result from several runs of this benchmark (different tasks, or more seeds)."""
+    out: dict[str, Any] = {"records": {}, "versions": {}, "notes": [], "tasks": {}, "seeds": [],
+                           "merged_from": [os.path.basename(p) for p in paths]}
+    for path in paths:
+        with open(path) as f:
+            part = json.load(f)
+        out["window"], out["max_seconds"] = part["window"], part["max_seconds"]
+        out["versions"].update(part["versions"])
+        out["tasks"].update(part["tasks"])
+        out["notes"] += [n for n in part["notes"] if n not in out["notes"]]
+        out["seeds"] = sorted(set(out["seeds"]) | set(part["seeds"]))
+        for task, per_system in part["records"].items():
+            for system, recs in per_system.items():
+                out["records"].setdefault(task, {}).setdefault(system, []).extend(recs)
+    return out
+
+
 def plot(result: dict[str, Any], path: str) -> None:
     """Mean training return against wall-clock seconds, one panel per task."""
     import matplotlib
@@ -450,6 +468,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cleanrl", default=None, help="CleanRL checkout or git directory (default: PyPI)")
     p.add_argument("--torchrl", default=None, help="pytorch/rl checkout or git directory")
     p.add_argument("--tag", default="")
+    p.add_argument("--merge", nargs="+", default=None, metavar="TAG",
+                   help="merge results/time_to_solve_<TAG>.json files (earlier runs) into one table/plot")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -457,8 +477,11 @@ def main(argv: list[str] | None = None) -> None:
         torchfrag_worker(args.overrides)
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    result = benchmark(args.tasks, args.seeds, args.systems, args.window, args.max_seconds,
-                       args.cache, args.cleanrl, args.torchrl)
+    if args.merge:
+        result = merge([os.path.join(RESULTS_DIR, f"time_to_solve_{t}.json") for t in args.merge])
+    else:
+        result = benchmark(args.tasks, args.seeds, args.systems, args.window, args.max_seconds,
+                           args.cache, args.cleanrl, args.torchrl)
     rows, text = summarize(result)
     for note in result["notes"]:
         print("note:", note)

@@ -53,7 +53,7 @@ class EnvConfig:
 
 @dataclass
 class PolicyConfig:
-    """``policy/``: the distribution policy (only ``local`` so far)."""
+    """``policy/``: the distribution policy (``local`` or a ``torchfrag.policies`` schema)."""
 
     name: str = "local"
 
@@ -196,8 +196,9 @@ def _check(cfg: DictConfig) -> None:
         raise ValueError(f"unknown env id {cfg.env.id!r}; registered: {sorted(list_envs())}")
     if cfg.get("video", False):
         _check_video(cfg)
-    if cfg.algo.name not in ALGOS:
-        raise ValueError(f"unknown algo {cfg.algo.name!r}; available: {sorted(ALGOS)}")
+    if "_target_" not in cfg.algo and cfg.algo.get("name") not in ALGOS:
+        raise ValueError(f"unknown algo {cfg.algo.get('name')!r}; shipped: {sorted(ALGOS)}, or give the "
+                         "algo config a `_target_` naming your AlgoFactory subclass")
     if cfg.policy.name not in POLICIES:
         raise ValueError(f"unknown policy {cfg.policy.name!r}; available: {list(POLICIES)}")
     if cfg.logger.backend not in ("csv", "tensorboard", "none"):
@@ -220,7 +221,7 @@ def _check_resume(cfg: DictConfig, path: str, ckpt: dict[str, Any]) -> None:
     if not saved_yaml:
         return
     saved = OmegaConf.create(saved_yaml)
-    for key in ("env.id", "algo.name"):
+    for key in ("env.id", "algo.name", "algo._target_"):
         was, now = OmegaConf.select(saved, key), OmegaConf.select(cfg, key)
         if was is not None and was != now:
             raise ValueError(f"resume={path!r} was trained with {key}={was!r}, but this run has "
@@ -267,7 +268,7 @@ def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int,
     """
     import torch
 
-    from torchfrag.algos.ppo import make_env
+    from torchfrag.algos.envs import make_env
     from torchfrag.fragments import Act, EpisodeStats
 
     n = max(1, min(int(cfg.env.eval_envs), episodes))
@@ -354,7 +355,8 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     import torch
     from tqdm import tqdm
 
-    from torchfrag.algos import get_algo, make_factory
+    from torchfrag.algos import factory_from_config
+    from torchfrag.algos.loop import close_loop, env_fragment, eval_policy, load_training_state, training_state
     from torchfrag.graph import capture
     from torchfrag.runtime import run, save_checkpoint
 
@@ -368,9 +370,13 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     algo = OmegaConf.to_container(cfg.algo, resolve=True)
     if cfg.total_frames is not None:
         algo["total_frames"] = int(cfg.total_frames)
-    config_cls, make_loop = get_algo(cfg.algo.name)
-    pcfg = config_cls.from_dict(algo)
-    loop = make_loop(cfg.env.id, pcfg, seed=int(cfg.seed), env_options=dict(cfg.env.options))
+    algo_name = str(algo.get("name") or str(algo.get("_target_", "algo")).rsplit(".", 1)[-1])
+    # The algo config names its factory (`_target_`, a user's AlgoFactory subclass) or a shipped
+    # algorithm (`name`); the same picklable factory builds the loop here and on any worker.
+    factory = factory_from_config(algo, cfg.env.id, seed=int(cfg.seed), env_options=dict(cfg.env.options))
+    pcfg = factory.config()
+    loop = factory()
+    rollout = env_fragment(loop)
     graph = capture(loop)
     logger.info("captured loop:\n%s", graph)
     iterations = max(1, math.ceil(pcfg.total_frames / pcfg.frames_per_iteration))
@@ -381,23 +387,23 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
 
         resume_path, ckpt = load_for_resume(str(cfg.resume))
         _check_resume(cfg, resume_path, ckpt)
-        loop.load_training_state(ckpt["state"])
+        load_training_state(loop, ckpt["state"])
         torch.set_rng_state(ckpt["rng"])
         start = int(ckpt["iteration"])
         curve = [tuple(x) for x in ckpt.get("curve", [])]
         logger.info("resumed from %s at iteration %d (%d frames)", resume_path, start,
-                    loop.rollout.frames)
+                    rollout.frames)
     tlog = _make_logger(cfg, run_dir)
     window: deque[float] = deque(maxlen=int(cfg.target_window))
     for _, r in curve[-int(cfg.target_window):]:
         window.append(r)
-    bar = tqdm(total=iterations * pcfg.frames_per_iteration, initial=loop.rollout.frames,
+    bar = tqdm(total=iterations * pcfg.frames_per_iteration, initial=rollout.frames,
                unit="frames", unit_scale=True, disable=not cfg.progress, dynamic_ncols=True)
-    state = {"t0": time.perf_counter(), "f0": loop.rollout.frames, "last": None}
+    state = {"t0": time.perf_counter(), "f0": rollout.frames, "last": None}
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
 
     def checkpoint(iteration: int) -> str:
-        payload = {"state": loop.training_state(), "rng": torch.get_rng_state(),
+        payload = {"state": training_state(loop), "rng": torch.get_rng_state(),
                    "iteration": iteration, "curve": [list(c) for c in curve],
                    "config": config_yaml}
         path = os.path.join(ckpt_dir, f"iter_{iteration:06d}.pt")
@@ -406,8 +412,8 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         return path
 
     def hook(i: int, metrics: Any, g: Any) -> bool:
-        frames = loop.rollout.frames
-        ep = loop.rollout.stats.pop()
+        frames = rollout.frames
+        ep = rollout.stats.pop()
         scalars = {k: float(v) for k, v in metrics.items()}
         if ep:
             curve.append((frames, ep["episode_return"]))
@@ -433,8 +439,6 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
 
     t_start = time.perf_counter()
     try:
-        factory = make_factory(cfg.algo.name, cfg.env.id, pcfg, seed=int(cfg.seed),
-                               env_options=dict(cfg.env.options))
         result = run(graph, policy=cfg.policy if cfg.policy.name != "local" else "local",
                      factory=factory, iterations=max(0, iterations - start),
                      hooks=[hook], start=start)
@@ -448,7 +452,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     if cfg.eval_episodes > 0:
         eval_transform = getattr(loop, "eval_transform", None)
         frames: list | None = [] if cfg.video else None
-        evals = _evaluate(cfg, loop.actor, int(cfg.eval_episodes), seed=int(cfg.seed) + 10_000,
+        evals = _evaluate(cfg, eval_policy(loop), int(cfg.eval_episodes), seed=int(cfg.seed) + 10_000,
                           transform=eval_transform() if eval_transform is not None else None,
                           frames=frames)
         if frames:
@@ -456,15 +460,15 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
             _write_video(frames, video_path)
             video_frames = len(frames)
         if tlog is not None:
-            tlog.log_scalar("eval/episode_return", sum(evals) / len(evals), step=loop.rollout.frames)
+            tlog.log_scalar("eval/episode_return", sum(evals) / len(evals), step=rollout.frames)
     if cfg.plot:
         _plot(curve, evals, os.path.join(run_dir, "learning_curve.png"),
-              f"{cfg.algo.name} on {cfg.env.id} (seed {cfg.seed})")
+              f"{algo_name} on {cfg.env.id} (seed {cfg.seed})")
     summary = {
-        "env": cfg.env.id, "algo": cfg.algo.name, "seed": int(cfg.seed),
-        "frames": loop.rollout.frames, "iterations": final_iteration,
+        "env": cfg.env.id, "algo": algo_name, "seed": int(cfg.seed),
+        "frames": rollout.frames, "iterations": final_iteration,
         "train_seconds": train_seconds,
-        "fps": (loop.rollout.frames - state["f0"]) / max(train_seconds, 1e-9),
+        "fps": (rollout.frames - state["f0"]) / max(train_seconds, 1e-9),
         "stopped_early": result.stopped_by_hook,
         "train_return": sum(window) / len(window) if window else None,
         "eval_returns": evals,
@@ -478,7 +482,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         json.dump(summary, f, indent=2)
     logger.info("done: %d frames in %.1fs (%.0f fps), eval return %s", summary["frames"],
                 train_seconds, summary["fps"], summary["eval_return"])
-    loop.close()
+    close_loop(loop)
     return summary
 
 

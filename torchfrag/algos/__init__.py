@@ -1,9 +1,20 @@
-"""RL algorithms written as loops of fragments.
+"""RL algorithms written as loops of fragments, all in one shape.
 
-Every algorithm module provides a config dataclass and a ``make_<name>(env_id,
-cfg, seed, env_options)`` factory returning a loop module with ``rollout``,
-``learn``, ``actor``, ``training_state``/``load_training_state`` and ``close``;
-:func:`get_algo` returns both by name.
+Every algorithm module (``ppo``, ``a2c``, ``dqn``, ``sac``, ``impala``) holds:
+
+* ``<Algo>Config`` - a dataclass extending :class:`AlgoConfig`, the single
+  source of its defaults (``conf/algo/<name>.yaml`` only overrides),
+* ``<Algo>Loop`` - the loop module of fragments (``forward()`` = one iteration),
+* ``build_<algo>(env, cfg)`` - networks and loop on a training env,
+* ``make_<algo>(env_id, cfg, seed, env_options)`` - the loop for all envs.
+
+One picklable :class:`AlgoFactory` builds any of them, locally or on a
+worker's slice of envs; a user's algorithm subclasses it (see
+:mod:`torchfrag.algos.factory`). Shared pieces live in modules named for
+what they hold: :mod:`~torchfrag.algos.config`, :mod:`~torchfrag.algos.envs`,
+:mod:`~torchfrag.algos.networks`, :mod:`~torchfrag.algos.fragments`,
+:mod:`~torchfrag.algos.replay`, :mod:`~torchfrag.algos.loop`,
+:mod:`~torchfrag.algos.actor_critic` (A2C and IMPALA).
 
 Example:
     >>> from torchfrag.algos import ALGOS, get_algo
@@ -15,46 +26,16 @@ Example:
 """
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from typing import Any
 
-ALGOS = {
-    "ppo": "torchfrag.algos.ppo",
-    "a2c": "torchfrag.algos.a2c",
-    "dqn": "torchfrag.algos.dqn",
-    "sac": "torchfrag.algos.sac",
-    "impala": "torchfrag.algos.impala",
-}
-
-_ENTRY = {
-    "ppo": ("PPOConfig", "make_ppo"),
-    "a2c": ("A2CConfig", "make_a2c"),
-    "dqn": ("DQNConfig", "make_dqn"),
-    "sac": ("SACConfig", "make_sac"),
-    "impala": ("IMPALAConfig", "make_impala"),
-}
-
-
-def get_algo(name: str) -> tuple[type, Callable[..., Any]]:
-    """``(config class, make function)`` of the algorithm ``name``.
-
-    Raises:
-        ValueError: Unknown name.
-    """
-    if name not in ALGOS:
-        raise ValueError(f"unknown algo {name!r}; available: {sorted(ALGOS)}")
-    module = importlib.import_module(ALGOS[name])
-    cfg_name, make_name = _ENTRY[name]
-    return getattr(module, cfg_name), getattr(module, make_name)
+from torchfrag.algos.config import AlgoConfig
+from torchfrag.algos.factory import ALGOS, AlgoFactory, PPOFactory, factory_from_config, get_algo
+from torchfrag.algos.loop import LoopBase
 
 
 def make_factory(name: str, env_id: str, cfg: Any, seed: int = 0,
-                 env_options: dict[str, Any] | None = None) -> Any:
-    """A picklable loop factory for the distribution policies (``factory(env_slice=None)``).
-
-    PPO uses :class:`torchfrag.policies.PPOFactory`; the others
-    :class:`torchfrag.algos.common.AlgoFactory`.
+                 env_options: dict[str, Any] | None = None) -> AlgoFactory:
+    """The picklable :class:`AlgoFactory` of the shipped algorithm ``name``.
 
     Example:
         >>> from torchfrag.algos import make_factory
@@ -63,15 +44,10 @@ def make_factory(name: str, env_id: str, cfg: Any, seed: int = 0,
         torch.Size([2])
         >>> loop.close()
     """
-    cfg_dict = cfg.to_dict() if hasattr(cfg, "to_dict") else dict(cfg)
-    if name == "ppo":
-        from torchfrag.policies import PPOFactory
-
-        return PPOFactory(env_id, cfg_dict, seed=int(seed), env_options=dict(env_options or {}))
-    from torchfrag.algos.common import AlgoFactory
-
     get_algo(name)
-    return AlgoFactory(name, env_id, cfg_dict, seed=int(seed), env_options=dict(env_options or {}))
+    cfg_dict = cfg.to_dict() if hasattr(cfg, "to_dict") else dict(cfg)
+    return AlgoFactory(env_id, cfg_dict, seed=int(seed), env_options=dict(env_options or {}), algo=name)
 
 
-__all__ = ["ALGOS", "get_algo", "make_factory"]
+__all__ = ["ALGOS", "AlgoConfig", "AlgoFactory", "LoopBase", "PPOFactory", "factory_from_config",
+           "get_algo", "make_factory"]

@@ -3,12 +3,12 @@
 The loop is ``rollout -> anneal epsilon -> replay write -> replay sample -> learn -> target update``:
 
 * :class:`~torchfrag.fragments.Rollout` runs an epsilon-greedy ``QValueActor``,
-* :class:`~torchfrag.algos.common.Anneal` anneals epsilon linearly by frames,
+* :class:`~torchfrag.algos.fragments.Anneal` anneals epsilon linearly by frames,
 * :class:`~torchfrag.fragments.ReplayWrite`/:class:`~torchfrag.fragments.ReplaySample`
   fill and sample a TorchRL ``ReplayBuffer`` (``updates * batch_size`` samples per iteration),
 * :class:`~torchfrag.fragments.Learn` takes ``updates`` gradient steps of TorchRL's
   ``DQNLoss`` (TD(0), optionally double DQN),
-* :class:`~torchfrag.algos.common.TargetUpdate` steps a ``HardUpdate``
+* :class:`~torchfrag.algos.fragments.TargetUpdate` steps a ``HardUpdate``
   (every ``target_update_interval`` gradient steps) or a ``SoftUpdate`` (``tau < 1``).
 
 The buffer starts with ``learning_starts`` random-action transitions.
@@ -37,17 +37,18 @@ from torchrl.envs import EnvBase
 from torchrl.modules import MLP, EGreedyModule, QValueActor
 from torchrl.objectives import DQNLoss, HardUpdate, SoftUpdate
 
-from torchfrag.algos.common import AlgoConfig, Anneal, LoopBase, NatureCNN, TargetUpdate, is_image, mlp, prefill
-from torchfrag.algos.ppo import make_env
+from torchfrag.algos.config import AlgoConfig
+from torchfrag.algos.envs import is_image
+from torchfrag.algos.fragments import Anneal, TargetUpdate
+from torchfrag.algos.loop import LoopBase
+from torchfrag.algos.networks import NatureCNN, mlp
+from torchfrag.algos.replay import REPLAY_KEYS as _REPLAY_KEYS
+from torchfrag.algos.replay import prefill
 from torchfrag.fragments import Learn, ReplaySample, ReplayWrite, Rollout
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["build_dqn", "DQNConfig", "DQNLoop", "make_dqn", "make_qnet"]
-
-_REPLAY_KEYS = ["observation", "action", ("next", "observation"), ("next", "reward"),
-                ("next", "done"), ("next", "terminated")]
-
 
 @dataclass
 class DQNConfig(AlgoConfig):
@@ -117,7 +118,7 @@ def make_qnet(env: EnvBase, hidden: list[int], init: str = "orthogonal") -> QVal
 
     Example:
         >>> from torchfrag.algos.dqn import make_qnet
-        >>> from torchfrag.algos.ppo import make_env
+        >>> from torchfrag.algos.envs import make_env
         >>> env = make_env("CartPole-v1", 2)
         >>> make_qnet(env, [16])(env.reset())["action_value"].shape
         torch.Size([2, 2])
@@ -201,7 +202,7 @@ class DQNLoop(LoopBase):
 
 def make_dqn(env_id: str, cfg: DQNConfig | dict | None = None, seed: int = 0,
              env_options: dict[str, Any] | None = None) -> DQNLoop:
-    """Builds a :class:`DQNLoop` (seeding torch first, so the same seed gives the same run).
+    """Builds a :class:`DQNLoop` for all envs (``AlgoFactory(..., algo="dqn")()``, seeding torch first).
 
     Args:
         env_id: A registered env id with discrete actions.
@@ -216,10 +217,10 @@ def make_dqn(env_id: str, cfg: DQNConfig | dict | None = None, seed: int = 0,
         8
         >>> loop.close()
     """
-    cfg = DQNConfig.coerce(cfg)
-    torch.manual_seed(seed)
-    env = make_env(env_id, cfg.num_envs, seed=seed, **(env_options or {}))
-    return build_dqn(env, cfg)
+    from torchfrag.algos.factory import AlgoFactory
+
+    return AlgoFactory(env_id, DQNConfig.coerce(cfg), seed=seed, env_options=dict(env_options or {}),
+                       algo="dqn")()
 
 
 def build_dqn(env: EnvBase, cfg: DQNConfig) -> DQNLoop:

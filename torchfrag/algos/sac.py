@@ -7,7 +7,7 @@ The loop is ``rollout -> replay write -> replay sample -> learn -> target update
   fill and sample a TorchRL ``ReplayBuffer`` (``updates * batch_size`` samples per iteration),
 * :class:`~torchfrag.fragments.Learn` takes ``updates`` gradient steps of TorchRL's
   ``SACLoss`` (twin Q-networks, learned temperature),
-* :class:`~torchfrag.algos.common.TargetUpdate` steps a ``SoftUpdate`` of the target critics.
+* :class:`~torchfrag.algos.fragments.TargetUpdate` steps a ``SoftUpdate`` of the target critics.
 
 The buffer starts with ``learning_starts`` random-action transitions (CleanRL's recipe).
 
@@ -34,17 +34,18 @@ from torchrl.envs import EnvBase
 from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl.objectives import SACLoss, SoftUpdate
 
-from torchfrag.algos.common import AlgoConfig, LoopBase, TargetUpdate, is_discrete, mlp, prefill
-from torchfrag.algos.ppo import make_env
+from torchfrag.algos.config import AlgoConfig
+from torchfrag.algos.envs import is_discrete
+from torchfrag.algos.fragments import TargetUpdate
+from torchfrag.algos.loop import LoopBase
+from torchfrag.algos.networks import mlp
+from torchfrag.algos.replay import REPLAY_KEYS as _REPLAY_KEYS
+from torchfrag.algos.replay import prefill
 from torchfrag.fragments import Learn, ReplaySample, ReplayWrite, Rollout
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["build_sac", "SACConfig", "SACLoop", "make_sac", "make_sac_networks"]
-
-_REPLAY_KEYS = ["observation", "action", ("next", "observation"), ("next", "reward"),
-                ("next", "done"), ("next", "terminated")]
-
 
 @dataclass
 class SACConfig(AlgoConfig):
@@ -87,7 +88,7 @@ def make_sac_networks(env: EnvBase, hidden: list[int]) -> tuple[ProbabilisticAct
     """A ``TanhNormal`` actor squashed into the action bounds and a Q(s, a) network.
 
     Example:
-        >>> from torchfrag.algos.ppo import make_env
+        >>> from torchfrag.algos.envs import make_env
         >>> from torchfrag.algos.sac import make_sac_networks
         >>> actor, q = make_sac_networks(make_env("Pendulum-v1", 2), [16])
         >>> q.out_keys
@@ -151,7 +152,7 @@ class SACLoop(LoopBase):
 
 def make_sac(env_id: str, cfg: SACConfig | dict | None = None, seed: int = 0,
              env_options: dict[str, Any] | None = None) -> SACLoop:
-    """Builds a :class:`SACLoop` (seeding torch first, so the same seed gives the same run).
+    """Builds a :class:`SACLoop` for all envs (``AlgoFactory(..., algo="sac")()``, seeding torch first).
 
     Args:
         env_id: A registered env id with continuous actions.
@@ -166,10 +167,10 @@ def make_sac(env_id: str, cfg: SACConfig | dict | None = None, seed: int = 0,
         8
         >>> loop.close()
     """
-    cfg = SACConfig.coerce(cfg)
-    torch.manual_seed(seed)
-    env = make_env(env_id, cfg.num_envs, seed=seed, **(env_options or {}))
-    return build_sac(env, cfg)
+    from torchfrag.algos.factory import AlgoFactory
+
+    return AlgoFactory(env_id, SACConfig.coerce(cfg), seed=seed, env_options=dict(env_options or {}),
+                       algo="sac")()
 
 
 def build_sac(env: EnvBase, cfg: SACConfig) -> SACLoop:

@@ -1,0 +1,107 @@
+"""Small fragments the shipped algorithms add to the library's: reward scale, target update, anneal.
+
+* :class:`RewardScale` - multiplies ``("next", "reward")`` by a constant,
+* :class:`TargetUpdate` - steps a TorchRL target-network updater,
+* :class:`Anneal` - anneals an exploration module by the frames seen.
+
+Example:
+    >>> from torchfrag.algos.fragments import RewardScale
+    >>> RewardScale(0.5).scale
+    0.5
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tensordict import TensorDictBase
+from torch import nn
+
+from torchfrag.fragments import Fragment
+
+__all__ = ["Anneal", "RewardScale", "TargetUpdate"]
+
+
+class RewardScale(Fragment):
+    """Multiplies ``("next", "reward")`` by a constant (a tiny custom fragment).
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from torchfrag.algos.fragments import RewardScale
+        >>> td = TensorDict({("next", "reward"): torch.ones(2, 1)}, batch_size=[2])
+        >>> RewardScale(0.1)(td)["next", "reward"].flatten().tolist()
+        [0.10000000149011612, 0.10000000149011612]
+    """
+
+    def __init__(self, scale: float) -> None:
+        super().__init__([("next", "reward")], [("next", "reward")])
+        self.scale = float(scale)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        key = ("next", "reward")
+        return tensordict.set(key, tensordict.get(key) * self.scale)
+
+
+class TargetUpdate(Fragment):
+    """Steps a TorchRL target-network updater (``SoftUpdate``/``HardUpdate``) ``steps`` times.
+
+    Placed after the :class:`~torchfrag.fragments.Learn` fragment it follows
+    (it takes and returns that fragment's metrics, which orders it in the
+    graph). ``steps`` is the number of gradient steps per learn call, so a
+    ``HardUpdate`` interval and a ``SoftUpdate`` tau keep their per-gradient-step meaning.
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from torchrl.modules import QValueActor
+        >>> from torchrl.objectives import DQNLoss, SoftUpdate
+        >>> from torchfrag.algos.fragments import TargetUpdate
+        >>> loss = DQNLoss(QValueActor(torch.nn.Linear(4, 2), in_keys=["observation"],
+        ...                            action_space="categorical"), action_space="categorical")
+        >>> upd = TargetUpdate(SoftUpdate(loss, tau=0.5), loss)
+        >>> upd(TensorDict(loss=torch.tensor(1.0))).keys() == {"loss"}
+        True
+    """
+
+    impure = True
+
+    def __init__(self, updater: Any, loss: nn.Module, steps: int = 1) -> None:
+        super().__init__((), (), owns=loss)
+        self.updater = updater
+        self.steps = int(steps)
+
+    def describe(self) -> str:
+        return f"TargetUpdate({type(self.updater).__name__} x{self.steps})"
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        for _ in range(self.steps):
+            self.updater.step()
+        return tensordict
+
+
+class Anneal(Fragment):
+    """Anneals an exploration module (e.g. ``EGreedyModule``) by the frames in each batch.
+
+    Passes the batch through unchanged; calls ``module.step(batch.numel())``.
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from torchrl.data import Categorical
+        >>> from torchrl.modules import EGreedyModule
+        >>> from torchfrag.algos.fragments import Anneal
+        >>> eg = EGreedyModule(Categorical(2), eps_init=1.0, eps_end=0.0, annealing_num_steps=10)
+        >>> _ = Anneal(eg)(TensorDict(x=torch.zeros(5), batch_size=[5]))
+        >>> round(float(eg.eps), 2)
+        0.5
+    """
+
+    impure = True
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__((), (), owns=None, reads=None)
+        self.module = module
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self.module.step(int(tensordict.numel()))
+        return tensordict

@@ -1,0 +1,159 @@
+"""The networks the algorithms build: MLPs and the Nature CNN with CleanRL's orthogonal init.
+
+* :func:`mlp` - an MLP, orthogonal weights (``sqrt(2)`` hidden gain, ``out_gain`` last),
+* :class:`NatureCNN` - the Nature-DQN torso on ``uint8`` frame stacks,
+* :func:`make_actor_critic` - separate actor and critic MLPs (PPO, A2C, IMPALA)
+  for discrete or continuous actions, or the shared CNN torso on image stacks,
+* :func:`make_cnn_actor_critic` - actor and critic heads on one :class:`NatureCNN`.
+
+Example:
+    >>> from torchfrag.algos.networks import mlp
+    >>> mlp(4, 2, [8]).__class__.__name__
+    'MLP'
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
+from torch import nn
+from torchrl.envs import EnvBase
+from torchrl.modules import MLP, ActorValueOperator, ProbabilisticActor, TanhNormal, ValueOperator
+
+from torchfrag.algos.envs import is_discrete, is_image
+
+__all__ = ["NatureCNN", "make_actor_critic", "make_cnn_actor_critic", "mlp", "ortho_init"]
+
+
+def ortho_init(layer: nn.Module, gain: float) -> None:
+    """Orthogonal weights with ``gain`` and zero bias, for linear and conv layers (others untouched)."""
+    if isinstance(layer, (nn.Linear, nn.Conv2d)):
+        nn.init.orthogonal_(layer.weight, gain)
+        nn.init.zeros_(layer.bias)
+
+
+def mlp(n_in: int, n_out: int, hidden: list[int], out_gain: float = 1.0,
+        activation: type[nn.Module] = nn.ReLU) -> MLP:
+    """An MLP with orthogonal init (``sqrt(2)`` hidden gain, ``out_gain`` on the last layer).
+
+    Example:
+        >>> import torch
+        >>> from torchfrag.algos.networks import mlp
+        >>> mlp(3, 2, [16, 16])(torch.zeros(5, 3)).shape
+        torch.Size([5, 2])
+    """
+    net = MLP(in_features=n_in, out_features=n_out, num_cells=list(hidden), activation_class=activation)
+    linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
+    for lin in linears[:-1]:
+        ortho_init(lin, math.sqrt(2))
+    ortho_init(linears[-1], out_gain)
+    return net
+
+
+class NatureCNN(nn.Module):
+    """The Nature-DQN torso (Mnih et al. 2015) on ``uint8`` frame stacks: 3 convs + 512 units.
+
+    Inputs are scaled by 1/255; weights are orthogonal with gain ``sqrt(2)`` (CleanRL).
+
+    Args:
+        in_channels: Stacked frames (4 for the standard Atari preprocessing).
+        features: Width of the final hidden layer.
+
+    Example:
+        >>> import torch
+        >>> from torchfrag.algos.networks import NatureCNN
+        >>> NatureCNN(4)(torch.zeros(2, 4, 84, 84, dtype=torch.uint8)).shape
+        torch.Size([2, 512])
+    """
+
+    def __init__(self, in_channels: int = 4, features: int = 512) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(in_channels, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(64 * 7 * 7, features), nn.ReLU(),
+        )
+        for m in self.net:
+            ortho_init(m, math.sqrt(2))
+        self.out_features = features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-3]
+        y = self.net(x.reshape(-1, *x.shape[-3:]).float() / 255.0)
+        return y.reshape(*lead, self.out_features)
+
+
+def make_cnn_actor_critic(env: EnvBase, features: int = 512) -> tuple[ProbabilisticActor, ValueOperator]:
+    """Actor and critic on one shared :class:`NatureCNN` torso (CleanRL's Atari PPO network).
+
+    The policy head is a categorical over the discrete actions (gain 0.01),
+    the value head a linear layer (gain 1); both read the torso's ``"hidden"`` output.
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from torchrl.data import Categorical, Composite, Unbounded
+        >>> from torchfrag.algos.networks import make_cnn_actor_critic
+        >>> class FakeEnv:  # just the specs make_cnn_actor_critic reads
+        ...     batch_size = torch.Size([2])
+        ...     observation_spec = Composite(observation=Unbounded((2, 4, 84, 84)), shape=(2,))
+        ...     action_spec_unbatched = Categorical(6)
+        >>> actor, critic = make_cnn_actor_critic(FakeEnv())
+        >>> td = TensorDict(observation=torch.zeros(2, 4, 84, 84, dtype=torch.uint8), batch_size=[2])
+        >>> actor(td)["action"].shape, critic(td)["state_value"].shape
+        (torch.Size([2]), torch.Size([2, 1]))
+    """
+    spec = env.action_spec_unbatched
+    n = int(spec.space.n)
+    trunk = TensorDictModule(NatureCNN(env.observation_spec["observation"].shape[-3], features),
+                             ["observation"], ["hidden"])
+    logits = nn.Linear(features, n)
+    ortho_init(logits, 0.01)
+    value = nn.Linear(features, 1)
+    ortho_init(value, 1.0)
+    policy_head = ProbabilisticActor(TensorDictModule(logits, ["hidden"], ["logits"]),
+                                     in_keys=["logits"], spec=spec,
+                                     distribution_class=torch.distributions.Categorical,
+                                     return_log_prob=True)
+    shared = ActorValueOperator(trunk, policy_head, ValueOperator(value, in_keys=["hidden"]))
+    return shared.get_policy_operator(), shared.get_value_operator()
+
+
+def make_actor_critic(env: EnvBase, hidden: list[int]) -> tuple[ProbabilisticActor, ValueOperator]:
+    """Separate tanh-MLP actor and critic for ``env``'s action space.
+
+    Discrete actions: a categorical policy over logits. Continuous actions: a
+    ``TanhNormal`` squashed into the action bounds, with a state-independent
+    scale (as TorchRL's and CleanRL's MuJoCo PPO). Image stacks (Atari): the
+    shared Nature-CNN torso of :func:`make_cnn_actor_critic`.
+
+    Example:
+        >>> from torchfrag.algos.envs import make_env
+        >>> from torchfrag.algos.networks import make_actor_critic
+        >>> actor, critic = make_actor_critic(make_env("Pendulum-v1", 2), [16])
+        >>> actor.out_keys
+        ['loc', 'scale', 'action', 'action_log_prob']
+    """
+    if is_image(env):
+        return make_cnn_actor_critic(env)
+    obs_dim = env.observation_spec["observation"].shape[-1]
+    spec = env.action_spec_unbatched
+    if is_discrete(env):
+        body = TensorDictModule(mlp(obs_dim, spec.space.n, hidden, 0.01, nn.Tanh), ["observation"], ["logits"])
+        actor = ProbabilisticActor(body, in_keys=["logits"], spec=spec,
+                                   distribution_class=torch.distributions.Categorical,
+                                   return_log_prob=True)
+    else:
+        act_dim = spec.shape[-1]
+        net = nn.Sequential(mlp(obs_dim, act_dim, hidden, 0.01, nn.Tanh),
+                            AddStateIndependentNormalScale(act_dim, scale_lb=1e-4))
+        body = TensorDictModule(net, ["observation"], ["loc", "scale"])
+        actor = ProbabilisticActor(body, in_keys=["loc", "scale"], spec=spec,
+                                   distribution_class=TanhNormal,
+                                   distribution_kwargs={"low": spec.space.low, "high": spec.space.high},
+                                   return_log_prob=True)
+    critic = ValueOperator(mlp(obs_dim, 1, hidden, 1.0, nn.Tanh), in_keys=["observation"])
+    return actor, critic

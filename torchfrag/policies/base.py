@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "PolicyError", "Policy", "LocalPolicy", "ActorsPolicy", "AsyncActorsPolicy",
     "CentralInferencePolicy", "DataParallelPolicy", "SingleDevicePolicy",
-    "Placement", "POLICY_CLASSES", "as_policy", "MAX_WORKERS", "is_per_env", "per_env_chain",
+    "Placement", "POLICY_CLASSES", "EXECUTOR_KINDS", "as_policy", "MAX_WORKERS", "is_per_env", "per_env_chain",
 ]
 
 #: Upper bound on the workers of one run (a guard against typos such as ``actors=4000``).
@@ -77,6 +77,10 @@ class Policy:
     def distributed(self) -> bool:
         """Whether the policy starts worker processes."""
         return self.num_workers > 0
+
+    def replicas(self, role: str) -> int:
+        """Processes that run ``role`` (1 for the driver's ``learner``)."""
+        return 1
 
     def device(self, role: str) -> str:
         """Device of ``role``."""
@@ -152,34 +156,28 @@ def check_device(dev: str, what: str) -> None:
 
 
 def rollout_nodes(graph: FragmentGraph) -> list[str]:
-    """Nodes that drive an env over time (:class:`~torchfrag.fragments.Rollout`/``Collect``)."""
-    from torchfrag.fragments import Collect, Rollout
-
-    return [n.name for n in graph.nodes if isinstance(n.module, (Rollout, Collect))]
+    """Nodes that declare :attr:`~torchfrag.fragments.Fragment.role` ``"rollout"`` (drive an env over time)."""
+    return [n.name for n in graph.nodes if getattr(n.module, "role", None) == "rollout"]
 
 
 def env_nodes(graph: FragmentGraph) -> list[str]:
-    """Rollout nodes (whose body's env step a policy may place apart from the act)."""
-    from torchfrag.fragments import Rollout
-
-    return [n.name for n in graph.nodes if isinstance(n.module, Rollout)]
+    """Rollout nodes whose captured per-step body has an env fragment (a policy may place it apart)."""
+    out = []
+    for name in rollout_nodes(graph):
+        body = getattr(graph.fragment(name), "body_graph", None)
+        if body is not None and any(getattr(n.module, "role", None) == "env" for n in body.nodes):
+            out.append(name)
+    return out
 
 
 #: Where an actors policy runs the per-env fragments after the rollout.
 ADVANTAGE_MODES = ("learner", "on_arrival", "actors")
 
-#: Value estimators that work on each env's trajectory alone (no statistic over the whole batch).
-_PER_ENV_ESTIMATORS = ("GAE", "TD0Estimator", "TD1Estimator", "TDLambdaEstimator")
-
-
 def is_per_env(module: Any) -> bool:
-    """Whether a fragment computes every env's rows from that env's rows alone.
+    """Whether a fragment declares :attr:`~torchfrag.fragments.Fragment.per_env`.
 
-    Such a fragment gives the same result on a batch as on its env slices concatenated
-    (up to the rounding of smaller matmuls), so a policy may run it on the actors, each
-    on its own slice. Known per-env fragments: reward scaling and
-    :class:`~torchfrag.fragments.Advantage` over GAE / TD estimators without batch-wide
-    averaging (``average_gae`` / ``average_rewards`` off).
+    Such a fragment computes every env's rows from that env's rows alone, so a policy may
+    run it on the actors, each on its own slice.
 
     Example:
         >>> import torch
@@ -192,13 +190,7 @@ def is_per_env(module: Any) -> bool:
         >>> is_per_env(Advantage(GAE(gamma=0.99, lmbda=0.95, value_network=critic, average_gae=True)))
         False
     """
-    from torchfrag.fragments import Advantage
-
-    if isinstance(module, Advantage):
-        est = module.estimator
-        return (type(est).__name__ in _PER_ENV_ESTIMATORS and not getattr(est, "average_gae", False)
-                and not getattr(est, "average_rewards", False))
-    return type(module).__name__ == "RewardScale"
+    return bool(getattr(module, "per_env", False))
 
 
 def per_env_chain(graph: FragmentGraph, rollout: str, per_env_only: bool = True) -> list[str]:
@@ -231,12 +223,22 @@ def per_env_chain(graph: FragmentGraph, rollout: str, per_env_only: bool = True)
 
 
 def _one_rollout(policy: Policy, graph: FragmentGraph, finder: Any = rollout_nodes) -> str:
+    """The rollout a policy replicates: the one its ``placement`` puts on a worker role, else the first.
+
+    Other rollouts (an evaluation rollout, say) stay on the driver.
+    """
     found = finder(graph)
-    if len(found) != 1:
+    if not found:
         raise PolicyError(
-            f"policy {policy.name} needs exactly one rollout fragment (torchfrag.fragments.Rollout) in "
-            f"the loop, found {found or 'none'} among {[n.name for n in graph.nodes]}")
-    return found[0]
+            f"policy {policy.name} needs a fragment that declares role 'rollout' (a "
+            f"torchfrag.fragments.Rollout or Collect, or a Fragment subclass with role = 'rollout') "
+            f"in the loop; fragments: {[n.name for n in graph.nodes]}")
+    pinned = [n for n in found
+              if policy.placement.get(n, policy.placement.get(graph.node(n).target)) not in (None, "learner")]
+    if len(pinned) > 1:
+        raise PolicyError(f"policy {policy.name}: placement puts several rollouts {pinned} on workers; "
+                          "one rollout is replicated, the others run on the learner")
+    return pinned[0] if pinned else found[0]
 
 
 @dataclass
@@ -303,6 +305,9 @@ class ActorsPolicy(Policy):
     @property
     def num_workers(self) -> int:
         return int(self.actors)
+
+    def replicas(self, role: str) -> int:
+        return int(self.actors) if role == "actor" else 1
 
     def validate(self) -> None:
         if self.actors < 1:
@@ -411,14 +416,19 @@ class CentralInferencePolicy(Policy):
     def num_workers(self) -> int:
         return int(self.env_workers)
 
+    def replicas(self, role: str) -> int:
+        return int(self.env_workers) if role == "env" else 1
+
     def validate(self) -> None:
         if self.env_workers < 1:
             raise PolicyError(f"policy {self.name}: env_workers must be >= 1, got {self.env_workers}")
         super().validate()
 
     def place(self, graph: FragmentGraph) -> Placement:
-        _one_rollout(self, graph, env_nodes)
-        return super().place(graph)
+        rollout = _one_rollout(self, graph, env_nodes)
+        placement = super().place(graph)
+        placement.env_split[rollout] = "env"
+        return placement
 
     def _default_role(self, graph: FragmentGraph, node: str) -> str:
         # The rollout stays on the learner; its body's env step goes to the env workers.
@@ -456,12 +466,27 @@ class DataParallelPolicy(Policy):
     def num_workers(self) -> int:
         return int(self.workers) - 1
 
+    def replicas(self, role: str) -> int:
+        return int(self.workers)
+
     def validate(self) -> None:
         if self.workers < 1:
             raise PolicyError(f"policy {self.name}: workers must be >= 1, got {self.workers}")
         if self.backend not in ("gloo", "nccl", "mpi"):
             raise PolicyError(f"policy {self.name}: unknown backend {self.backend!r}")
         super().validate()
+
+    def place(self, graph: FragmentGraph) -> Placement:
+        placement = super().place(graph)
+        learners = [n.name for n in graph.nodes if n.module.has_gradient_sync()]
+        if not learners:
+            owners = [n.name for n in graph.nodes if n.module.owned_parameters()]
+            raise PolicyError(
+                f"policy {self.name}: no fragment declares gradient sync, so gradients cannot be "
+                f"averaged over replicas (fragments that own parameters: {owners or 'none'}); keep "
+                "the optimizer in the fragment's `optimizer` attribute, or override "
+                "Fragment.has_gradient_sync() and install_gradient_sync()")
+        return placement
 
     def _default_role(self, graph: FragmentGraph, node: str) -> str:
         return "replica"
@@ -516,6 +541,11 @@ POLICY_CLASSES: dict[str, type[Policy]] = {
 }
 
 
+#: Executor kinds, chosen from the shape of a placement (:attr:`Placement.kind`).
+EXECUTOR_KINDS = ("in_process", "replicated_rollout", "async_replicated_rollout", "env_calls",
+                  "replicated_loop")
+
+
 @dataclass
 class Placement:
     """The result of :meth:`Policy.place`: fragment node -> role, plus the policy.
@@ -524,26 +554,42 @@ class Placement:
         policy: The policy.
         graph: The placed graph.
         roles: Node name -> role.
+        env_split: Rollout node -> role of its body's env step, when a policy places the
+            env step of a rollout apart from its act (central inference).
     """
 
     policy: Policy
     graph: FragmentGraph
     roles: dict[str, str]
+    env_split: dict[str, str] = field(default_factory=dict)
 
     def workers(self, role: str) -> int:
         """How many processes run ``role``."""
-        p = self.policy
-        if role == "actor":
-            return int(getattr(p, "actors", 0))
-        if role == "env":
-            return int(getattr(p, "env_workers", 0))
-        if role == "replica":
-            return int(getattr(p, "workers", 1))
-        return 1
+        return self.policy.replicas(role)
 
     def nodes_of(self, role: str) -> list[str]:
         """Node names placed on ``role``."""
         return [n for n, r in self.roles.items() if r == role]
+
+    @property
+    def kind(self) -> str:
+        """The executor this placement needs, from its shape (never from the policy's name).
+
+        * ``replicated_loop``: every fragment on a replicated role (each replica runs the loop);
+        * ``replicated_rollout`` / ``async_replicated_rollout``: a rollout (and the chain after
+          it) on a replicated role, the rest on the driver; async when the policy bounds
+          staleness;
+        * ``env_calls``: a rollout's env step placed on workers, its act on the driver;
+        * ``in_process``: everything on the driver.
+        """
+        if self.roles and all(r != "learner" for r in self.roles.values()):
+            return "replicated_loop"
+        if any(self.roles[n] != "learner" for n in self.roles):
+            return ("async_replicated_rollout" if getattr(self.policy, "staleness", None) is not None
+                    else "replicated_rollout")
+        if self.env_split:
+            return "env_calls"
+        return "in_process"
 
 
 def as_policy(policy: Any) -> Policy:

@@ -22,7 +22,7 @@ from torchrl.modules import ProbabilisticActor
 
 from torchfrag.fragments import Fragment, ReplaySample, ReplayWrite, Rollout
 from torchfrag.graph import capture
-from torchfrag.policies import ActorsPolicy, PolicyError, as_policy, explain
+from torchfrag.policies import ActorsPolicy, PolicyError, as_policy, explain, register_policy
 from torchfrag.policies.factory import EnvSlice, PPOFactory, slice_seeds
 from torchfrag.runtime import run
 
@@ -332,4 +332,136 @@ def test_reinforce_learns_cartpole(policy):
     assert res.iterations == 40
     late = returns[-20:]
     assert sum(late) / len(late) > 60.0, sum(late) / len(late)
+    loop.close()
+
+
+# ------------------------------------------------------------------------------------------
+# user policies: a registered class and a YAML file in the user's own config folder
+@register_policy
+@dataclass
+class ReturnsOnActors(ActorsPolicy):
+    """Every per-env fragment goes with the rollout to the actors (by declaration, not name)."""
+
+    name: str = "returns_on_actors_test"
+
+    def _default_role(self, graph, node):
+        frag = graph.fragment(node)
+        return "actor" if frag.role == "rollout" or frag.per_env else "learner"
+
+
+USER_YAML = """\
+defaults:
+  - actors_schema
+name: my_actors
+kind: actors
+actors: 2
+rules:
+  - {tag: per_env, role: actor}
+"""
+
+
+@pytest.mark.parametrize("how", ["class", "yaml"])
+def test_user_policy_runs_and_explains(how, tmp_path):
+    if how == "class":
+        policy = "returns_on_actors_test"
+    else:
+        from torchfrag.train import compose_config
+
+        (tmp_path / "policy").mkdir()
+        (tmp_path / "policy" / "my_actors.yaml").write_text(USER_YAML)
+        policy = compose_config([f"hydra.searchpath=[file://{tmp_path}]", "policy=my_actors"]).policy
+        assert as_policy(str(tmp_path / "policy" / "my_actors.yaml")).rules == [{"tag": "per_env",
+                                                                                 "role": "actor"}]
+    f = ReinforceFactory(exploration="mode")
+    loop = f()
+    g = capture(loop)
+    assert as_policy(policy).place(g).roles == {"rollout": "actor", "returns": "actor", "learn": "learner"}
+    text = explain(g, policy, show=False)
+    assert "returns@actor[2]" in text and "state" in text
+    local = f()
+    run(capture(local), "local", iterations=2)
+    res = run(g, policy, iterations=2, factory=f)
+    assert wait_no_children() == [] and res.extra["policy"] == as_policy(policy).name
+    torch.testing.assert_close(_params(loop), _params(local), rtol=1e-5, atol=1e-6)
+    loop.close(), local.close()
+
+
+def test_bad_rule_refused():
+    with pytest.raises(PolicyError, match="exactly one of"):
+        as_policy({"name": "actors", "rules": [{"tag": "per_env", "node": "x", "role": "actor"}]}).validate()
+    with pytest.raises(PolicyError, match="unknown role"):
+        as_policy({"name": "actors", "rules": [{"tag": "per_env", "role": "gpu"}]}).validate()
+    with pytest.raises(PolicyError, match="kind"):
+        as_policy({"name": "brand_new"})
+
+
+# ------------------------------------------------------------------------------------------
+# the factory contract, checked before any worker exists
+@dataclass
+class IgnoresSlice(ReinforceFactory):
+    def __call__(self, env_slice: EnvSlice | None = None) -> nn.Module:
+        return super().__call__(None)
+
+
+@dataclass
+class NoSlice:
+    def __call__(self) -> nn.Module:
+        return ReinforceFactory()()
+
+
+@pytest.mark.parametrize("factory, match", [(IgnoresSlice(), "ignores its env slice"),
+                                            (NoSlice(), "must take the env slice")])
+@pytest.mark.parametrize("policy", ["actors", "central_inference", "data_parallel"])
+def test_factory_contract_refused_before_any_process(factory, match, policy):
+    loop = ReinforceFactory()()
+    before = len(children())
+    if policy == "data_parallel" and isinstance(factory, IgnoresSlice):
+        match = "ignores its env slice|"  # a replica's slice is the whole loop's size: nothing to see
+    if match.endswith("|"):
+        run(capture(loop), policy, iterations=1, factory=factory)
+        assert wait_no_children() == []
+    else:
+        with pytest.raises(PolicyError, match=match):
+            run(capture(loop), policy, iterations=1, factory=factory)
+        assert len(children()) == before
+    loop.close()
+
+
+# ------------------------------------------------------------------------------------------
+# explain's bytes against the executor's counters
+def _explained_bytes(graph, policy) -> float:
+    from torchfrag.policies import crossings
+
+    pl = as_policy(policy).place(graph)
+    cross = crossings(pl)
+    if pl.kind == "replicated_loop":  # ring all-reduce traffic vs the tensor bytes reduced
+        world = pl.workers("replica")
+        return sum(c.bytes for c in cross) * world / (2 * (world - 1))
+    return float(sum(c.bytes for c in cross))
+
+
+def _measured_bytes(res) -> float:
+    comm = res.extra["comm"]
+    return float(comm["allreduce_bytes"]) if "allreduce_bytes" in comm else float(comm["bytes"])
+
+
+@pytest.mark.parametrize("policy", ["actors", {"name": "actors", "advantage": "actors"}, "async_actors",
+                                    "central_inference", "data_parallel"])
+def test_explain_bytes_match_measured(policy):
+    cfg = {"num_envs": 4, "steps": 16, "minibatch_size": 32, "epochs": 2, "reward_scale": 0.1}
+    f = PPOFactory("CartPole-v1", cfg)
+    loop = f()
+    g = capture(loop)
+    predicted = _explained_bytes(g, policy)
+    if as_policy(policy).name == "async_actors":
+        # Steady state: the first iteration also sends the prefetched requests.
+        a = run(g, policy, iterations=2, factory=f).extra["comm_total"]
+        loop.close()
+        loop = f()
+        b = run(capture(loop), policy, iterations=5, factory=f).extra["comm_total"]
+        measured = ((b.bytes_sent + b.bytes_received) - (a.bytes_sent + a.bytes_received)) / 3
+    else:
+        measured = _measured_bytes(run(g, policy, iterations=3, factory=f))
+    assert wait_no_children() == []
+    assert abs(predicted - measured) <= 0.1 * measured, (predicted, measured)
     loop.close()

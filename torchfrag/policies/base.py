@@ -26,8 +26,36 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "PolicyError", "Policy", "LocalPolicy", "ActorsPolicy", "AsyncActorsPolicy",
     "CentralInferencePolicy", "DataParallelPolicy", "SingleDevicePolicy",
-    "Placement", "POLICY_CLASSES", "EXECUTOR_KINDS", "as_policy", "MAX_WORKERS", "is_per_env", "per_env_chain",
+    "Placement", "POLICY_CLASSES", "EXECUTOR_KINDS", "register_policy", "load_policy_file", "rule_matches", "as_policy", "MAX_WORKERS", "is_per_env", "per_env_chain",
 ]
+
+#: Every policy by name: the one list (filled by :func:`register_policy`).
+POLICY_CLASSES: dict[str, type[Policy]] = {}
+
+
+def register_policy(cls: type[Policy]) -> type[Policy]:
+    """Class decorator: makes a :class:`Policy` subclass available by its ``name`` default.
+
+    Adding a policy touches this one place (plus, for the CLI, a ``conf/policy`` YAML file
+    or one in the user's own config folder).
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> from torchfrag.policies import ActorsPolicy, as_policy, register_policy
+        >>> @register_policy
+        ... @dataclass
+        ... class FourActors(ActorsPolicy):
+        ...     name: str = "four_actors"
+        ...     actors: int = 4
+        >>> as_policy("four_actors").num_workers
+        4
+    """
+    name = next(f.default for f in fields(cls) if f.name == "name")
+    if not isinstance(name, str) or not name:
+        raise PolicyError(f"{cls.__name__}: a registered policy needs a default `name`")
+    POLICY_CLASSES[name] = cls
+    return cls
+
 
 #: Upper bound on the workers of one run (a guard against typos such as ``actors=4000``).
 MAX_WORKERS = 256
@@ -51,7 +79,14 @@ class Policy:
         devices: Device per role (``{"learner": "cuda:0"}``); ``cpu`` by default.
         compile: Compile the learner's and policy's networks with ``torch.compile``.
         compile_backend: ``torch.compile`` backend.
-        placement: Overrides: fragment node name -> role.
+        placement: Overrides: fragment node name -> role (applied last).
+        rules: Placement rules, applied in order after the policy's defaults: each a mapping
+            with one matcher, ``node`` (node name), ``cls`` (class name), ``tag`` (a declared
+            role of :meth:`~torchfrag.fragments.Fragment.tags`: ``rollout``, ``env``, ``act``,
+            ``learn``, ``per_env``, ``impure``, ``optimizer``) or ``predicate`` (an attribute
+            or method of the fragment that is true), and the ``role`` it assigns.
+        kind: The registered policy this one configures, when ``name`` is a new name (a
+            user's YAML policy: ``name: my_actors``, ``kind: actors``); empty: ``name``.
         max_workers: Refuse runs with more worker processes than this.
     """
 
@@ -63,6 +98,8 @@ class Policy:
     compile: bool = False
     compile_backend: str = "inductor"
     placement: dict[str, str] = field(default_factory=dict)
+    rules: list[dict[str, Any]] = field(default_factory=list)
+    kind: str = ""
     max_workers: int = 64
 
     #: Roles this policy knows (subclasses override).
@@ -105,6 +142,16 @@ class Policy:
             if role not in self.roles:
                 raise PolicyError(f"policy {self.name}: placement puts {frag!r} on unknown role "
                                   f"{role!r}; roles: {list(self.roles)}")
+        for i, rule in enumerate(self.rules):
+            rule = dict(rule)
+            matchers = sorted(set(rule) & set(RULE_MATCHERS))
+            extra = sorted(set(rule) - set(RULE_MATCHERS) - {"role"})
+            if len(matchers) != 1 or extra or "role" not in rule:
+                raise PolicyError(f"policy {self.name}: rules[{i}] = {rule} must have exactly one of "
+                                  f"{list(RULE_MATCHERS)} and a 'role'")
+            if rule["role"] not in self.roles:
+                raise PolicyError(f"policy {self.name}: rules[{i}] assigns unknown role {rule['role']!r}; "
+                                  f"roles: {list(self.roles)}")
 
     def place(self, graph: FragmentGraph) -> Placement:
         """Assigns every fragment node of ``graph`` to a role; validates first.
@@ -121,6 +168,10 @@ class Policy:
                     f"policy {self.name}: placement names fragment {frag!r}, which is not in the "
                     f"captured graph; fragments: {[n.name for n in graph.nodes]}")
         roles = {n.name: self._default_role(graph, n.name) for n in graph.nodes}
+        for rule in self.rules:
+            for n in graph.nodes:
+                if rule_matches(rule, n.name, n.module):
+                    roles[n.name] = str(rule["role"])
         for frag, role in self.placement.items():
             roles[graph.node(frag).name] = role
         return Placement(self, graph, roles)
@@ -131,6 +182,35 @@ class Policy:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields (picklable)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+
+
+#: The keys a placement rule may match on.
+RULE_MATCHERS = ("node", "cls", "tag", "predicate")
+
+
+def rule_matches(rule: dict[str, Any], node: str, frag: Any) -> bool:
+    """Whether a placement rule (see :attr:`Policy.rules`) selects fragment ``frag`` at ``node``.
+
+    Example:
+        >>> from torchfrag.fragments import Fragment
+        >>> class Eval(Fragment):
+        ...     evaluation = True
+        >>> rule_matches({"predicate": "evaluation", "role": "learner"}, "ev", Eval())
+        True
+        >>> rule_matches({"tag": "per_env", "role": "actor"}, "ev", Eval())
+        False
+    """
+    if "node" in rule:
+        return node == rule["node"]
+    if "cls" in rule:
+        return any(c.__name__ == rule["cls"] for c in type(frag).__mro__)
+    if "tag" in rule:
+        tags = frag.tags() if hasattr(frag, "tags") else frozenset()
+        return rule["tag"] in tags
+    if "predicate" in rule:
+        value = getattr(frag, str(rule["predicate"]), False)
+        return bool(value() if callable(value) else value)
+    return False
 
 
 def check_device(dev: str, what: str) -> None:
@@ -241,6 +321,7 @@ def _one_rollout(policy: Policy, graph: FragmentGraph, finder: Any = rollout_nod
     return pinned[0] if pinned else found[0]
 
 
+@register_policy
 @dataclass
 class LocalPolicy(Policy):
     """Everything in this process (the default).
@@ -254,6 +335,7 @@ class LocalPolicy(Policy):
     name: str = "local"
 
 
+@register_policy
 @dataclass
 class ActorsPolicy(Policy):
     """N actor workers run env + act (the rollout); the learner gathers rollouts every iteration.
@@ -347,6 +429,7 @@ class ActorsPolicy(Policy):
         return "learner"
 
 
+@register_policy
 @dataclass
 class AsyncActorsPolicy(ActorsPolicy):
     """Actors run ahead on slightly stale weights; the learner takes rollouts as they arrive.
@@ -388,6 +471,7 @@ class AsyncActorsPolicy(ActorsPolicy):
         super().validate()
 
 
+@register_policy
 @dataclass
 class CentralInferencePolicy(Policy):
     """Env fragments on N env workers; act and learn on the learner (SEED RL style).
@@ -435,6 +519,7 @@ class CentralInferencePolicy(Policy):
         return "learner"
 
 
+@register_policy
 @dataclass
 class DataParallelPolicy(Policy):
     """Every worker runs the whole loop on its own envs; gradients are all-reduced (DD-PPO).
@@ -492,6 +577,7 @@ class DataParallelPolicy(Policy):
         return "replica"
 
 
+@register_policy
 @dataclass
 class SingleDevicePolicy(Policy):
     """All fragments on one device (GPU where present), networks compiled with ``torch.compile``.
@@ -529,16 +615,6 @@ class SingleDevicePolicy(Policy):
 
     def device(self, role: str) -> str:
         return self.resolved_device()
-
-
-POLICY_CLASSES: dict[str, type[Policy]] = {
-    "local": LocalPolicy,
-    "actors": ActorsPolicy,
-    "async_actors": AsyncActorsPolicy,
-    "central_inference": CentralInferencePolicy,
-    "data_parallel": DataParallelPolicy,
-    "single_device": SingleDevicePolicy,
-}
 
 
 #: Executor kinds, chosen from the shape of a placement (:attr:`Placement.kind`).
@@ -606,6 +682,8 @@ def as_policy(policy: Any) -> Policy:
     """
     if isinstance(policy, Policy):
         return policy
+    if isinstance(policy, str) and policy.endswith((".yaml", ".yml")):
+        return load_policy_file(policy)
     if isinstance(policy, str):
         data: dict[str, Any] = {"name": policy}
     else:
@@ -618,9 +696,13 @@ def as_policy(policy: Any) -> Policy:
             pass
         data = dict(policy)
     name = data.get("name", "local")
-    cls = POLICY_CLASSES.get(name)
+    data.pop("defaults", None)
+    kind = data.get("kind") or ""
+    cls = POLICY_CLASSES.get(name) or POLICY_CLASSES.get(kind)
     if cls is None:
-        raise PolicyError(f"unknown distribution policy {name!r}; available: {sorted(POLICY_CLASSES)}")
+        raise PolicyError(f"unknown distribution policy {name!r}" + (f" (kind {kind!r})" if kind else "")
+                          + f"; available: {sorted(POLICY_CLASSES)} (a new name needs `kind:` naming one "
+                          "of them, or a class registered with torchfrag.policies.register_policy)")
     known = {f.name for f in fields(cls) if f.init}
     unknown = sorted(set(data) - known)
     if unknown:
@@ -629,3 +711,20 @@ def as_policy(policy: Any) -> Policy:
     if os.environ.get("TORCHFRAG_MASTER_ADDR"):
         out.master_addr = os.environ["TORCHFRAG_MASTER_ADDR"]
     return out
+
+
+def load_policy_file(path: str) -> Policy:
+    """A policy from a YAML file (a user's own ``conf/policy/<name>.yaml``; ``defaults`` is ignored).
+
+    Raises:
+        PolicyError: Missing file, or what :func:`as_policy` refuses.
+    """
+    from omegaconf import OmegaConf
+
+    if not os.path.isfile(path):
+        raise PolicyError(f"policy file {path!r} does not exist")
+    data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    if not isinstance(data, dict):
+        raise PolicyError(f"policy file {path!r} must hold a mapping, got {type(data).__name__}")
+    data.setdefault("name", os.path.splitext(os.path.basename(path))[0])
+    return as_policy(data)

@@ -695,6 +695,13 @@ def run_policy(
                           "picklable loop factory: run(..., factory=PPOFactory(...)) or set loop.factory")
     _check_picklable(factory, policy)
     _check_env_split(graph, policy, placement, factory)
+    from torchfrag.policies.base import rollout_nodes
+    from torchfrag.policies.contract import check_factory
+
+    placed = [n for n, r in placement.roles.items() if r != "learner"] + list(placement.env_split)
+    found = [n for n in placed + rollout_nodes(graph)
+             if n in rollout_nodes(graph) and getattr(graph.fragment(n), "env", None) is not None]
+    check_factory(factory, placement, _envs_of(graph, factory, found[0]) if found else None)
     cluster = Cluster(policy.num_workers, timeout=policy.timeout, addr=policy.master_addr,
                       port=policy.master_port)
     stats = CommStats()

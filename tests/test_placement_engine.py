@@ -465,3 +465,28 @@ def test_explain_bytes_match_measured(policy):
     assert wait_no_children() == []
     assert abs(predicted - measured) <= 0.1 * measured, (predicted, measured)
     loop.close()
+
+
+# ------------------------------------------------------------------------------------------
+# runtime leftovers: timeouts that cannot fire, fewer frames than asked
+@pytest.mark.parametrize("timeout", [float("inf"), float("nan"), 0.0])
+def test_timeout_must_be_finite(timeout):
+    loop = ReinforceFactory()()
+    before = len(children())
+    with pytest.raises(PolicyError, match="timeout must be a finite number"):
+        run(capture(loop), {"name": "actors", "timeout": timeout}, iterations=1, factory=ReinforceFactory())
+    assert len(children()) == before
+    loop.close()
+
+
+def test_continue_reports_missing_frames(caplog):
+    from _policy_helpers import CFG, FaultyFactory
+
+    f = FaultyFactory("CartPole-v1", CFG, fault="raise", worker=1, at=2)
+    loop = f()
+    res = run(capture(loop), {"name": "actors", "actors": 2, "on_failure": "continue"}, iterations=3, factory=f)
+    assert wait_no_children() == []
+    # worker 1 fails at its first env step: every iteration has worker 2's 2 envs x 16 steps of 64.
+    assert res.extra["failed"] == ["worker1"] and res.extra["frames_missing"] == 3 * 32
+    assert "fewer than asked" in caplog.text
+    loop.close()

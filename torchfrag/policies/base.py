@@ -126,8 +126,11 @@ class Policy:
     # -- validation ------------------------------------------------------------------------
     def validate(self) -> None:
         """Checks the policy's own fields (counts, devices); raises :class:`PolicyError`."""
-        if self.timeout <= 0:
-            raise PolicyError(f"policy {self.name}: timeout must be > 0, got {self.timeout}")
+        import math
+
+        if not isinstance(self.timeout, (int, float)) or not math.isfinite(self.timeout) or self.timeout <= 0:
+            raise PolicyError(f"policy {self.name}: timeout must be a finite number of seconds > 0, got "
+                              f"{self.timeout!r} (a worker that never answers must fail the run)")
         if self.num_workers > min(self.max_workers, MAX_WORKERS):
             raise PolicyError(
                 f"policy {self.name} asks for {self.num_workers} worker processes, more than "

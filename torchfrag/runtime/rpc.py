@@ -431,6 +431,11 @@ class _ActorsStub(nn.Module):
         kept = [r for b, r in zip(batches, raws) if b is not None]
         ex.merge_produced(produced)
         batch = torch.cat(got, dim=0) if len(got) > 1 else got[0]
+        if not ex.failed and not ex.full_frames:
+            ex.full_frames = batch.numel()
+        elif ex.full_frames:
+            # Fewer actors than asked answer (on_failure=continue): fewer frames.
+            ex.frames_missing += max(0, ex.full_frames - batch.numel())
         ex.account(batch, _cat_raw(kept))
         return batch
 
@@ -590,6 +595,8 @@ class _RpcExecutor:
     last_lag: list[int] = field(default_factory=list)
     dropped: int = 0
     failed: list[str] = field(default_factory=list)
+    frames_missing: int = 0
+    full_frames: int = 0
     rollout_node: str | None = None
     arrival_chain: list[nn.Module] = field(default_factory=list)
     iteration: int = 0
@@ -740,7 +747,11 @@ def run_policy(
             for _opt, undo in ex.dp_opts:  # give the driver's learners their optimizers back
                 undo()
     seconds = time.perf_counter() - t0
+    if ex.frames_missing:
+        logger.warning("policy %s: %d frames fewer than asked were collected (failed actors: %s; "
+                       "on_failure=continue)", policy.name, ex.frames_missing, ", ".join(ex.failed))
     extra = {"comm": stats.per_iteration(done), "comm_total": stats, "failed": list(ex.failed),
+             "frames_missing": ex.frames_missing,
              "policy": policy.name}
     if ex.lags:
         extra["policy_lag"] = {"mean": sum(ex.lags) / len(ex.lags), "max": max(ex.lags),
@@ -840,6 +851,8 @@ def _prepare(ex: _RpcExecutor, placement: Any, replace: dict[str, nn.Module]) ->
         calls.wait(futs, workers, count_bytes=False)
         ex.actors = list(workers)
         ex.state_frags = [graph.fragment(n) for n in chain]
+        steps = getattr(graph.fragment(node), "steps", None)
+        ex.full_frames = int(steps) * all_envs if isinstance(steps, int) else 0
         stub = _ActorsStub(ex, node) if kind == "replicated_rollout" else _AsyncActorsStub(ex, node)
         replace[graph.node(node).target] = stub
         for other in chain[1:]:  # ran on the actors: the stub's batch already went through them

@@ -490,3 +490,48 @@ def test_continue_reports_missing_frames(caplog):
     assert res.extra["failed"] == ["worker1"] and res.extra["frames_missing"] == 3 * 32
     assert "fewer than asked" in caplog.text
     loop.close()
+
+
+# ------------------------------------------------------------------------------------------
+# two rollouts: training on the actors, evaluation on the driver
+class WithEvaluation(ReinforceLoop):
+    def __init__(self, env, eval_env, steps: int, exploration: str) -> None:
+        super().__init__(env, steps, exploration)
+        self.eval_env = eval_env
+        self.evaluate = Rollout(self.actor, eval_env, steps=8, exploration="mode")
+
+    def forward(self) -> TensorDictBase:
+        metrics = self.learn(self.returns(self.rollout()))
+        self.evaluate()
+        return metrics
+
+    def close(self) -> None:
+        super().close()
+        self.eval_env.close()
+
+
+@dataclass
+class EvalFactory(ReinforceFactory):
+    def __call__(self, env_slice: EnvSlice | None = None) -> nn.Module:
+        torch.manual_seed(self.seed)
+        return WithEvaluation(_env(self.num_envs, self.seed, env_slice), _env(2, 123, None), self.steps,
+                              self.exploration)
+
+
+def test_training_rollout_on_actors_evaluation_on_driver():
+    f = EvalFactory(exploration="mode", steps=16)
+    local = f()
+    run(capture(local), "local", iterations=3)
+    loop = f()
+    g = capture(loop)
+    assert ActorsPolicy(actors=2).place(g).roles == {"rollout": "actor", "returns": "learner",
+                                                     "learn": "learner", "evaluate": "learner"}
+    run(g, "actors", iterations=3, factory=f)
+    assert wait_no_children() == []
+    assert loop.rollout.frames == 3 * 4 * 16 and loop.evaluate.frames == 3 * 2 * 8
+    torch.testing.assert_close(_params(loop), _params(local), rtol=1e-5, atol=1e-6)
+    # the driver's evaluation ran with the same (learner) weights as local's
+    assert loop.evaluate.stats.returns == pytest.approx(local.evaluate.stats.returns, rel=1e-5)
+    # and the evaluation rollout may be the one placed on the actors instead
+    assert ActorsPolicy(actors=2, placement={"evaluate": "actor"}).place(g).roles["rollout"] == "learner"
+    loop.close(), local.close()

@@ -535,3 +535,49 @@ def test_training_rollout_on_actors_evaluation_on_driver():
     # and the evaluation rollout may be the one placed on the actors instead
     assert ActorsPolicy(actors=2, placement={"evaluate": "actor"}).place(g).roles["rollout"] == "learner"
     loop.close(), local.close()
+
+
+# ------------------------------------------------------------------------------------------
+# sockets: every listening socket of the run is on the configured address
+@pytest.mark.parametrize("policy", ["actors", "data_parallel"])
+def test_sockets_bound_to_master_addr_only(policy):
+    import psutil
+
+    listening: set[tuple[int, str]] = set()
+
+    def inspect(i, out, graph):
+        for proc in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+            try:
+                for c in proc.net_connections(kind="inet"):
+                    if c.status == psutil.CONN_LISTEN:
+                        listening.add((proc.pid, c.laddr.ip))
+            except psutil.Error:
+                pass
+
+    f = ReinforceFactory()
+    loop = f()
+    run(capture(loop), policy, iterations=1, factory=f, hooks=[inspect])
+    assert wait_no_children() == []
+    pids = {pid for pid, _ in listening}
+    assert len(pids) == 3 if policy == "actors" else len(pids) == 2  # driver and every worker listen
+    assert {ip for _, ip in listening} == {"127.0.0.1"}, listening
+    loop.close()
+
+
+def test_normal_shutdown_prints_no_tensorpipe_noise():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path.insert(0, 'tests')\n"
+            "from test_placement_engine import ReinforceFactory\n"
+            "from torchfrag.graph import capture\nfrom torchfrag.runtime import run\n"
+            "if __name__ == '__main__':\n"
+            "    f = ReinforceFactory(); loop = f()\n"
+            "    run(capture(loop), 'actors', iterations=1, factory=f)\n"
+            "    print('done')\n")
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "done" in out.stdout, out.stderr[-3000:]
+    assert "pipe closed" not in out.stderr and "EOF" not in out.stderr, out.stderr[-3000:]

@@ -247,12 +247,12 @@ def _remote_env_step(td: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase
     return _WORKER["env"].step_and_maybe_reset(td)
 
 
-def _remote_dp_setup(rank: int, world: int, addr: str, port: int, backend: str, timeout: float) -> bool:
+def _remote_dp_setup(rank: int, world: int, init_method: str, backend: str, timeout: float) -> bool:
     import datetime
 
     import torch.distributed as dist
 
-    dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world,
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=timeout))
     _WORKER["pg"] = True
     _install_allreduce(_WORKER["graph"], world)
@@ -903,7 +903,12 @@ def _prepare(ex: _RpcExecutor, placement: Any, replace: dict[str, nn.Module]) ->
         found = rollout_nodes(graph)
         ex.rollout_node = found[0] if found else None
         total = _total_envs(ex, found[0]) if found else 0
-        pg_port = free_port(ex.cluster.addr) if not ex.cluster.torchrun else ex.cluster.port + 1
+        if ex.cluster.torchrun:
+            pg_init = f"tcp://{ex.cluster.addr}:{ex.cluster.port + 1}"
+        elif ex.cluster.store_dir is not None:
+            pg_init = ex.cluster.rendezvous("process_group")
+        else:
+            pg_init = f"tcp://{ex.cluster.addr}:{free_port(ex.cluster.addr)}"
         futs = []
         for i, w in enumerate(workers):
             rank = i + 1
@@ -914,13 +919,13 @@ def _prepare(ex: _RpcExecutor, placement: Any, replace: dict[str, nn.Module]) ->
             futs.append(calls.call(w, _remote_setup, ex.factory, sl, "replica", None, seed_off, extra,
                                    timeout=policy.timeout))
         calls.wait(futs, workers, count_bytes=False)
-        futs = [calls.call(w, _remote_dp_setup, i + 1, world, ex.cluster.addr, pg_port, policy.backend,
+        futs = [calls.call(w, _remote_dp_setup, i + 1, world, pg_init, policy.backend,
                            policy.timeout) for i, w in enumerate(workers)]
         import datetime
 
         import torch.distributed as dist
 
-        dist.init_process_group(policy.backend, init_method=f"tcp://{ex.cluster.addr}:{pg_port}", rank=0,
+        dist.init_process_group(policy.backend, init_method=pg_init, rank=0,
                                 world_size=world, timeout=datetime.timedelta(seconds=policy.timeout))
         ex.dp_opts = _install_allreduce(graph, world)
         calls.wait(futs, workers, count_bytes=False)

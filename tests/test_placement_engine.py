@@ -581,3 +581,51 @@ def test_normal_shutdown_prints_no_tensorpipe_noise():
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "done" in out.stdout, out.stderr[-3000:]
     assert "pipe closed" not in out.stderr and "EOF" not in out.stderr, out.stderr[-3000:]
+
+
+def test_worker_stopped_during_startup_honours_timeout():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import sys, time; sys.path.insert(0, 'tests')\n"
+            "from test_placement_engine import ReinforceFactory\n"
+            "from torchfrag.graph import capture\nfrom torchfrag.runtime import run\n"
+            "from torchfrag.runtime.launcher import WorkerTimeout\n"
+            "if __name__ == '__main__':\n"
+            "    f = ReinforceFactory(); loop = f(); t0 = time.monotonic()\n"
+            "    try:\n"
+            "        run(capture(loop), {'name': 'actors', 'timeout': 5.0}, iterations=1, factory=f)\n"
+            "    except WorkerTimeout as err:\n"
+            "        print('timeout', round(time.monotonic() - t0), err)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    import psutil
+
+    deadline = time.monotonic() + 60
+    kids: list = []
+    while time.monotonic() < deadline and not kids:
+        kids = []
+        for c in psutil.Process(proc.pid).children():
+            with __import__("contextlib").suppress(psutil.Error):
+                if "spawn_main" in " ".join(c.cmdline()):
+                    kids.append(c)
+        time.sleep(0.05)
+    assert kids, "no worker was spawned"
+    time.sleep(2.0)  # stopped in the middle of its start-up (importing torch, joining RPC)
+    os.kill(kids[0].pid, signal.SIGSTOP)
+    try:
+        out, _ = proc.communicate(timeout=80)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    finally:
+        for k in kids:
+            with __import__("contextlib").suppress(Exception):
+                os.kill(k.pid, signal.SIGKILL)
+    line = next((ln for ln in out.splitlines() if ln.startswith("timeout")), None)
+    assert line is not None and "is stopped" in line, out[-2000:]
+    assert int(line.split()[1]) < 40  # policy.timeout (5 s) after it stopped, not the 90 s allowance

@@ -136,6 +136,18 @@ def quiet_shutdown_noise() -> Any:
                     sys.stderr.write(line)
 
 
+def _is_stopped(pid: int | None) -> bool:
+    """Linux: whether process ``pid`` is stopped (state ``T``/``t``); ``False`` elsewhere."""
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:][:1] in ("T", "t")
+
+
 def _rpc_init_counter() -> int:
     import torch.distributed.rpc as rpc_mod
 
@@ -331,12 +343,24 @@ class Cluster:
 
         t = threading.Thread(target=init, daemon=True)
         t.start()
-        startup = self.timeout  # policy.timeout bounds the start-up too
+        startup = max(self.timeout, 90.0)  # spawning and importing torch is slow on a busy machine
         deadline = time.monotonic() + startup
+        stopped_since: dict[str, float] = {}
         while t.is_alive():
             t.join(0.1)
             self.check_alive()
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            # A worker that makes no progress at all (stopped: SIGSTOP, a debugger) gets
+            # policy.timeout, not the allowance for a slow import.
+            for name, p in self.procs.items():
+                if _is_stopped(p.pid):
+                    stopped_since.setdefault(name, now)
+                    if now - stopped_since[name] > self.timeout:
+                        raise WorkerTimeout(f"{name} (pid {p.pid}) is stopped and did not join within "
+                                            f"{self.timeout:.1f}s (policy.timeout)", name)
+                else:
+                    stopped_since.pop(name, None)
+            if now > deadline:
                 raise WorkerTimeout(f"RPC start-up did not finish within {startup:.0f}s")
         if "err" in result:
             raise WorkerError(f"RPC start-up failed: {result['err']}") from result["err"]

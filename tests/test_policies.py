@@ -148,7 +148,7 @@ def test_explain(graph, name, tmp_path):
     assert "edges crossing processes" in text
     assert (tmp_path / "placed.png").stat().st_size > 1000
     if name.endswith("actors"):
-        assert "weights" in text and "rollout@actor[2]" in text
+        assert "state" in text and "rollout@actor[2]" in text
     if name == "central_inference":
         assert "rollout.env_step" in text
     if name == "data_parallel":

@@ -190,7 +190,7 @@ def compose_config(overrides: list[str] | None = None) -> DictConfig:
 def _check(cfg: DictConfig) -> None:
     from torchfrag.algos import ALGOS
     from torchfrag.envs import list_envs
-    from torchfrag.runtime import POLICIES
+    from torchfrag.policies import as_policy
 
     if cfg.env.id not in list_envs():
         raise ValueError(f"unknown env id {cfg.env.id!r}; registered: {sorted(list_envs())}")
@@ -199,8 +199,7 @@ def _check(cfg: DictConfig) -> None:
     if "_target_" not in cfg.algo and cfg.algo.get("name") not in ALGOS:
         raise ValueError(f"unknown algo {cfg.algo.get('name')!r}; shipped: {sorted(ALGOS)}, or give the "
                          "algo config a `_target_` naming your AlgoFactory subclass")
-    if cfg.policy.name not in POLICIES:
-        raise ValueError(f"unknown policy {cfg.policy.name!r}; available: {list(POLICIES)}")
+    as_policy(cfg.policy)  # a PolicyError (ValueError) names an unknown policy or option
     if cfg.logger.backend not in ("csv", "tensorboard", "none"):
         raise ValueError(f"logger.backend must be csv, tensorboard or none, got {cfg.logger.backend!r}")
     # Torch seeds are signed 64-bit: 2**63 and above overflow deep inside.

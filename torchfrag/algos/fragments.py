@@ -33,6 +33,8 @@ class RewardScale(Fragment):
         [0.10000000149011612, 0.10000000149011612]
     """
 
+    per_env = True
+
     def __init__(self, scale: float) -> None:
         super().__init__([("next", "reward")], [("next", "reward")])
         self.scale = float(scale)

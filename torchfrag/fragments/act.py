@@ -50,6 +50,8 @@ class Act(Fragment):
         torch.Size([3, 1])
     """
 
+    role = "act"
+
     def __init__(self, actor: nn.Module, exploration: str = "random", fast: bool = True) -> None:
         if exploration not in _EXPLORATION:
             raise ValueError(f"exploration must be one of {sorted(_EXPLORATION)}, got {exploration!r}")

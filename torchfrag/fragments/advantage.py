@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.objectives.value import ValueEstimatorBase
+from torchrl.objectives.value import GAE, TD0Estimator, TD1Estimator, TDLambdaEstimator, ValueEstimatorBase
 
 from torchfrag.fragments.base import Fragment
 
 __all__ = ["Advantage"]
+
+#: Value estimators that work on each env's trajectory alone (no statistic over the whole batch).
+_PER_ENV_ESTIMATORS = (GAE, TD0Estimator, TD1Estimator, TDLambdaEstimator)
 
 
 class Advantage(Fragment):
@@ -35,6 +38,13 @@ class Advantage(Fragment):
         value_net = getattr(estimator, "value_network", None)
         super().__init__(estimator.in_keys, estimator.out_keys, reads=value_net)
         self.estimator = estimator
+
+    @property
+    def per_env(self) -> bool:  # type: ignore[override]
+        """True for GAE / TD estimators without batch-wide averaging (each env's trajectory alone)."""
+        est = self.estimator
+        return (isinstance(est, _PER_ENV_ESTIMATORS) and not getattr(est, "average_gae", False)
+                and not getattr(est, "average_rewards", False))
 
     def describe(self) -> str:
         return f"Advantage({type(self.estimator).__name__})"

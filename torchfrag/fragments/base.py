@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar
 
 import torch
 from tensordict import TensorDictBase
@@ -13,7 +13,10 @@ from torch import nn
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Fragment", "Wrap", "wrap"]
+__all__ = ["Fragment", "GradientSyncOptimizer", "Wrap", "wrap", "merge_states"]
+
+#: ``reduce(flat_gradient)`` averages a flat gradient tensor over replicas, in place.
+GradientReduce = Callable[[torch.Tensor], None]
 
 
 def _modules(objs: Iterable[Any] | Any | None) -> list[nn.Module]:
@@ -66,6 +69,13 @@ class Fragment(TensorDictModuleBase):
     impure: bool = False
     #: Class-level default for :attr:`passthrough`.
     passthrough: bool = True
+    #: What the fragment is, for placement rules: ``"rollout"`` (drives an env over time and
+    #: returns a batch: a policy may replicate it on actors, each over a slice of the envs),
+    #: ``"env"`` (one env call), ``"act"``, ``"learn"``, or ``None``.
+    role: ClassVar[str | None] = None
+    #: Computes every env's rows from that env's rows alone, so running it on env slices and
+    #: concatenating equals running it on the whole batch (a policy may move it to the actors).
+    per_env: bool = False
 
     def __init__(
         self,
@@ -109,6 +119,107 @@ class Fragment(TensorDictModuleBase):
         """Non-parameter state (envs, buffers) this fragment uses; linked by identity."""
         return list(self._state_objects)
 
+    # -- declarations used by distribution policies ------------------------------------
+    def tags(self) -> frozenset[str]:
+        """Declared roles placement rules can match: :attr:`role`, ``"per_env"``, ``"impure"``,
+        ``"optimizer"`` (it owns an optimizer and supports :meth:`install_gradient_sync`)."""
+        out = {t for t in (self.role,) if t}
+        if self.role == "rollout":
+            out.add("env")
+        if self.per_env:
+            out.add("per_env")
+        if self.impure:
+            out.add("impure")
+        if self.has_gradient_sync():
+            out.add("optimizer")
+        return frozenset(out)
+
+    def shared_state(self) -> dict[str, torch.Tensor]:
+        """Every tensor a copy of this fragment in another process needs to behave as this one.
+
+        The default is the full ``state_dict`` (parameters *and* buffers: an epsilon, running
+        statistics, BatchNorm statistics) of every module the fragment owns or reads, plus
+        :meth:`produced_state`. Override (and call ``super()``) to add non-module state.
+        The returned tensors are the live ones (no copies): :meth:`load_shared_state`
+        writes into them.
+        """
+        out: dict[str, torch.Tensor] = {}
+        seen: set[int] = set()
+        for i, m in enumerate(self._owned_modules + self._read_modules):
+            if id(m) in seen:
+                continue
+            seen.add(id(m))
+            for k, v in m.state_dict(keep_vars=True).items():
+                if isinstance(v, torch.Tensor):
+                    out[f"m{i}.{k}"] = v
+        out.update({f"produced.{k}": v for k, v in self.produced_state().items()})
+        return out
+
+    def load_shared_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Copies a :meth:`shared_state` of this fragment's twin into this one."""
+        produced = {k[len("produced."):]: v for k, v in state.items() if k.startswith("produced.")}
+        live = {k: v for k, v in self.shared_state().items() if not k.startswith("produced.")}
+        missing = sorted(set(state) - set(live) - {f"produced.{k}" for k in produced})
+        if missing:
+            raise KeyError(f"{type(self).__name__}.load_shared_state: unknown entries {missing[:5]}")
+        with torch.no_grad():
+            for k, v in state.items():
+                if k in live:
+                    live[k].copy_(v)
+        if produced:
+            self.load_produced_state(produced)
+
+    def produced_state(self) -> dict[str, torch.Tensor]:
+        """State this fragment itself updates as it runs (running observation statistics).
+
+        A policy that runs replicas of the fragment elsewhere merges their produced state
+        back into the owner's copy (:meth:`merge_produced_state`). Default: none.
+        """
+        return {}
+
+    def load_produced_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restores what :meth:`produced_state` returned (default: copies into the live tensors)."""
+        live = self.produced_state()
+        with torch.no_grad():
+            for k, v in state.items():
+                live[k].copy_(v)
+
+    def merge_produced_state(self, base: dict[str, torch.Tensor],
+                             replicas: Sequence[dict[str, torch.Tensor]]) -> None:
+        """Folds the produced state of replicas that all started from ``base`` into this fragment.
+
+        The default (:func:`merge_states`) averages floating-point entries and adds the
+        increments of integer ones (counters); override it for other statistics.
+        """
+        if replicas:
+            self.load_produced_state(merge_states(base, replicas))
+
+    def has_gradient_sync(self) -> bool:
+        """Whether :meth:`install_gradient_sync` works (the default needs an ``optimizer`` attribute)."""
+        return isinstance(getattr(self, "optimizer", None), torch.optim.Optimizer)
+
+    def install_gradient_sync(self, reduce: GradientReduce) -> Callable[[], None]:
+        """Makes every optimizer step first average gradients over replicas with ``reduce``.
+
+        Multi-learner policies (``data_parallel``) call it on every fragment whose
+        :meth:`has_gradient_sync` is true. The default wraps the ``optimizer`` attribute
+        in a :class:`GradientSyncOptimizer`; a fragment that clips gradients before stepping
+        overrides it so that the clip applies to the averaged gradient.
+
+        Returns:
+            A function that undoes the installation.
+        """
+        inner = getattr(self, "optimizer", None)
+        if not isinstance(inner, torch.optim.Optimizer):
+            raise TypeError(f"{type(self).__name__} has no torch optimizer in .optimizer; override "
+                            "has_gradient_sync()/install_gradient_sync() to support gradient sync")
+        self.optimizer = GradientSyncOptimizer(inner, reduce)
+
+        def undo() -> None:
+            self.optimizer = inner
+
+        return undo
+
     def num_outputs(self) -> int:
         """How many values :meth:`forward` returns (1: a TensorDict; n: a tuple)."""
         return 1
@@ -134,6 +245,96 @@ class Fragment(TensorDictModuleBase):
 
     def extra_repr(self) -> str:
         return f"in_keys={self.in_keys}, out_keys={self.out_keys}, impure={self.impure}"
+
+
+def merge_states(base: dict[str, torch.Tensor],
+                 replicas: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Merges the states of replicas that all started from ``base``.
+
+    Floating-point entries are averaged (replicas that each see an equal share of the
+    envs: the mean of running means is the running mean of the union); integer entries
+    (counters) get the sum of every replica's increment; an entry ``base`` lacks starts
+    at zero.
+
+    Example:
+        >>> import torch
+        >>> out = merge_states({"n": torch.tensor(2), "mu": torch.tensor(0.0)},
+        ...                    [{"n": torch.tensor(5), "mu": torch.tensor(1.0)},
+        ...                     {"n": torch.tensor(4), "mu": torch.tensor(3.0)}])
+        >>> int(out["n"]), float(out["mu"])
+        (7, 2.0)
+    """
+    out: dict[str, torch.Tensor] = {}
+    for k in replicas[0]:
+        vals = [r[k] for r in replicas]
+        if vals[0].dtype == torch.bool:
+            out[k] = vals[0].clone()
+        elif vals[0].is_floating_point() or vals[0].is_complex():
+            out[k] = torch.stack(vals).mean(0)
+        else:
+            b = base.get(k)
+            b = torch.zeros_like(vals[0]) if b is None else b
+            out[k] = b + sum(v - b for v in vals)
+    return out
+
+
+class GradientSyncOptimizer(torch.optim.Optimizer):
+    """An optimizer whose ``step()`` first averages the gradients over replicas.
+
+    Args:
+        optimizer: The wrapped optimizer (its param groups and state are shared).
+        reduce: Averages a flat gradient in place (``all_reduce`` then divide).
+        max_grad_norm: Clip the averaged gradient to this norm before stepping.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, reduce: GradientReduce,
+                 max_grad_norm: float | None = None) -> None:
+        # No super().__init__: the wrapped optimizer keeps the state and param groups.
+        self.optimizer = optimizer
+        self.reduce = reduce
+        self.max_grad_norm = max_grad_norm
+        self.reduced_bytes = 0
+        self.reduce_calls = 0
+
+    @property
+    def params(self) -> list[nn.Parameter]:
+        return [p for g in self.optimizer.param_groups for p in g["params"]]
+
+    @property  # type: ignore[override]
+    def param_groups(self) -> list[dict[str, Any]]:
+        return self.optimizer.param_groups
+
+    @property  # type: ignore[override]
+    def state(self) -> Any:
+        return self.optimizer.state
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state_dict)
+
+    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+        params = self.params
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        self.reduce(flat)
+        i = 0
+        for p in params:
+            n = p.numel()
+            if p.grad is None:
+                p.grad = flat[i:i + n].view_as(p).clone()
+            else:
+                p.grad.copy_(flat[i:i + n].view_as(p))
+            i += n
+        self.reduced_bytes += flat.numel() * flat.element_size()
+        self.reduce_calls += 1
+        if self.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+        return self.optimizer.step(closure)
 
 
 def _unique_params(mods: list[nn.Module]) -> list[nn.Parameter]:

@@ -39,6 +39,7 @@ class EnvReset(Fragment):
     """
 
     impure = True
+    role = "env"
     passthrough = False
 
     def __init__(self, env: EnvBase) -> None:
@@ -78,6 +79,7 @@ class EnvStep(Fragment):
     """
 
     impure = True
+    role = "env"
 
     def __init__(self, env: EnvBase, auto_reset: bool = True) -> None:
         super().__init__(list(env.action_keys), env_next_keys(env), state=[env])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -58,6 +59,7 @@ class Learn(Fragment):
 
     impure = True
     passthrough = False
+    role = "learn"
 
     def __init__(
         self,
@@ -112,6 +114,19 @@ class Learn(Fragment):
         for g, base in zip(self.optimizer.param_groups, self._base_lrs):
             g["lr"] = base * frac
         return self._base_lrs[0] * frac
+
+    def install_gradient_sync(self, reduce: Any) -> Any:
+        """Averages gradients with ``reduce`` before every step; the clip then applies to the average."""
+        from torchfrag.fragments.base import GradientSyncOptimizer
+
+        inner, clip = self.optimizer, self.max_grad_norm
+        self.optimizer = GradientSyncOptimizer(inner, reduce, clip)
+        self.max_grad_norm = None
+
+        def undo() -> None:
+            self.optimizer, self.max_grad_norm = inner, clip
+
+        return undo
 
     def state_dict_extra(self) -> dict:
         """Optimizer state and call count (for checkpoints)."""

@@ -134,6 +134,7 @@ class Rollout(Fragment):
 
     impure = True
     passthrough = False
+    role = "rollout"
 
     def __init__(self, policy: nn.Module, env: EnvBase, steps: int,
                  exploration: str = "random") -> None:
@@ -158,6 +159,16 @@ class Rollout(Fragment):
 
     def describe(self) -> str:
         return f"Rollout({type(self.env).__name__}, steps={self.steps})"
+
+    def produced_state(self) -> dict[str, torch.Tensor]:
+        """The env transforms' state (running observation statistics): updated as the rollout runs."""
+        return _flatten_state(_transform_state(self.env))
+
+    def load_produced_state(self, state: dict[str, torch.Tensor]) -> None:
+        transform = getattr(self.env, "transform", None)
+        if transform is None or not state:
+            return
+        transform.load_state_dict(_unflatten_state(transform.state_dict(), state))
 
     def reset(self) -> None:
         """Forgets the carried env state; the next call resets the env."""
@@ -184,6 +195,34 @@ class Rollout(Fragment):
         return batch
 
 
+def _transform_state(env: Any) -> dict[str, Any]:
+    transform = getattr(env, "transform", None)
+    return dict(transform.state_dict()) if transform is not None else {}
+
+
+def _flatten_state(state: dict[str, Any], prefix: str = "") -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    for k, v in state.items():
+        if isinstance(v, torch.Tensor):
+            out[prefix + k] = v
+        elif isinstance(v, dict):
+            out.update(_flatten_state(v, f"{prefix}{k}/"))
+    return out
+
+
+def _unflatten_state(template: dict[str, Any], flat: dict[str, torch.Tensor],
+                     prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in template.items():
+        if isinstance(v, torch.Tensor):
+            out[k] = flat.get(prefix + k, v)
+        elif isinstance(v, dict):
+            out[k] = _unflatten_state(v, flat, f"{prefix}{k}/")
+        else:
+            out[k] = v
+    return out
+
+
 class Collect(Fragment):
     """Takes the next batch from a TorchRL collector (or any iterable of TensorDicts).
 
@@ -204,6 +243,7 @@ class Collect(Fragment):
 
     impure = True
     passthrough = False
+    role = "rollout"
 
     def __init__(self, collector: Iterable[TensorDictBase], out_keys: list[Any] | tuple = (),
                  policy: nn.Module | None = None) -> None:

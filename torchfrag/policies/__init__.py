@@ -34,6 +34,8 @@ from torchfrag.policies.base import (
     PolicyError,
     SingleDevicePolicy,
     as_policy,
+    load_policy_file,
+    register_policy,
 )
 from torchfrag.policies.explain import Crossing, crossings, explain
 from torchfrag.policies.factory import EnvSlice, LoopFactory, PPOFactory
@@ -42,7 +44,7 @@ __all__ = [
     "MAX_WORKERS", "POLICY_CLASSES", "ActorsPolicy", "AsyncActorsPolicy", "CentralInferencePolicy",
     "Crossing", "DataParallelPolicy", "EnvSlice", "LocalPolicy", "LoopFactory", "PPOFactory", "Placement",
     "Policy", "PolicyError", "SingleDevicePolicy", "as_policy", "crossings", "explain",
-    "register_schemas",
+    "load_policy_file", "register_policy", "register_schemas",
 ]
 
 

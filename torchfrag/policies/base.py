@@ -26,8 +26,36 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "PolicyError", "Policy", "LocalPolicy", "ActorsPolicy", "AsyncActorsPolicy",
     "CentralInferencePolicy", "DataParallelPolicy", "SingleDevicePolicy",
-    "Placement", "POLICY_CLASSES", "as_policy", "MAX_WORKERS", "is_per_env", "per_env_chain",
+    "Placement", "POLICY_CLASSES", "EXECUTOR_KINDS", "register_policy", "load_policy_file", "rule_matches", "as_policy", "MAX_WORKERS", "is_per_env", "per_env_chain",
 ]
+
+#: Every policy by name: the one list (filled by :func:`register_policy`).
+POLICY_CLASSES: dict[str, type[Policy]] = {}
+
+
+def register_policy(cls: type[Policy]) -> type[Policy]:
+    """Class decorator: makes a :class:`Policy` subclass available by its ``name`` default.
+
+    Adding a policy touches this one place (plus, for the CLI, a ``conf/policy`` YAML file
+    or one in the user's own config folder).
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> from torchfrag.policies import ActorsPolicy, as_policy, register_policy
+        >>> @register_policy
+        ... @dataclass
+        ... class FourActors(ActorsPolicy):
+        ...     name: str = "four_actors"
+        ...     actors: int = 4
+        >>> as_policy("four_actors").num_workers
+        4
+    """
+    name = next(f.default for f in fields(cls) if f.name == "name")
+    if not isinstance(name, str) or not name:
+        raise PolicyError(f"{cls.__name__}: a registered policy needs a default `name`")
+    POLICY_CLASSES[name] = cls
+    return cls
+
 
 #: Upper bound on the workers of one run (a guard against typos such as ``actors=4000``).
 MAX_WORKERS = 256
@@ -51,7 +79,14 @@ class Policy:
         devices: Device per role (``{"learner": "cuda:0"}``); ``cpu`` by default.
         compile: Compile the learner's and policy's networks with ``torch.compile``.
         compile_backend: ``torch.compile`` backend.
-        placement: Overrides: fragment node name -> role.
+        placement: Overrides: fragment node name -> role (applied last).
+        rules: Placement rules, applied in order after the policy's defaults: each a mapping
+            with one matcher, ``node`` (node name), ``cls`` (class name), ``tag`` (a declared
+            role of :meth:`~torchfrag.fragments.Fragment.tags`: ``rollout``, ``env``, ``act``,
+            ``learn``, ``per_env``, ``impure``, ``optimizer``) or ``predicate`` (an attribute
+            or method of the fragment that is true), and the ``role`` it assigns.
+        kind: The registered policy this one configures, when ``name`` is a new name (a
+            user's YAML policy: ``name: my_actors``, ``kind: actors``); empty: ``name``.
         max_workers: Refuse runs with more worker processes than this.
     """
 
@@ -63,6 +98,8 @@ class Policy:
     compile: bool = False
     compile_backend: str = "inductor"
     placement: dict[str, str] = field(default_factory=dict)
+    rules: list[dict[str, Any]] = field(default_factory=list)
+    kind: str = ""
     max_workers: int = 64
 
     #: Roles this policy knows (subclasses override).
@@ -78,6 +115,10 @@ class Policy:
         """Whether the policy starts worker processes."""
         return self.num_workers > 0
 
+    def replicas(self, role: str) -> int:
+        """Processes that run ``role`` (1 for the driver's ``learner``)."""
+        return 1
+
     def device(self, role: str) -> str:
         """Device of ``role``."""
         return str(self.devices.get(role, self.devices.get("default", "cpu")))
@@ -85,8 +126,11 @@ class Policy:
     # -- validation ------------------------------------------------------------------------
     def validate(self) -> None:
         """Checks the policy's own fields (counts, devices); raises :class:`PolicyError`."""
-        if self.timeout <= 0:
-            raise PolicyError(f"policy {self.name}: timeout must be > 0, got {self.timeout}")
+        import math
+
+        if not isinstance(self.timeout, (int, float)) or not math.isfinite(self.timeout) or self.timeout <= 0:
+            raise PolicyError(f"policy {self.name}: timeout must be a finite number of seconds > 0, got "
+                              f"{self.timeout!r} (a worker that never answers must fail the run)")
         if self.num_workers > min(self.max_workers, MAX_WORKERS):
             raise PolicyError(
                 f"policy {self.name} asks for {self.num_workers} worker processes, more than "
@@ -101,6 +145,16 @@ class Policy:
             if role not in self.roles:
                 raise PolicyError(f"policy {self.name}: placement puts {frag!r} on unknown role "
                                   f"{role!r}; roles: {list(self.roles)}")
+        for i, rule in enumerate(self.rules):
+            rule = dict(rule)
+            matchers = sorted(set(rule) & set(RULE_MATCHERS))
+            extra = sorted(set(rule) - set(RULE_MATCHERS) - {"role"})
+            if len(matchers) != 1 or extra or "role" not in rule:
+                raise PolicyError(f"policy {self.name}: rules[{i}] = {rule} must have exactly one of "
+                                  f"{list(RULE_MATCHERS)} and a 'role'")
+            if rule["role"] not in self.roles:
+                raise PolicyError(f"policy {self.name}: rules[{i}] assigns unknown role {rule['role']!r}; "
+                                  f"roles: {list(self.roles)}")
 
     def place(self, graph: FragmentGraph) -> Placement:
         """Assigns every fragment node of ``graph`` to a role; validates first.
@@ -117,6 +171,10 @@ class Policy:
                     f"policy {self.name}: placement names fragment {frag!r}, which is not in the "
                     f"captured graph; fragments: {[n.name for n in graph.nodes]}")
         roles = {n.name: self._default_role(graph, n.name) for n in graph.nodes}
+        for rule in self.rules:
+            for n in graph.nodes:
+                if rule_matches(rule, n.name, n.module):
+                    roles[n.name] = str(rule["role"])
         for frag, role in self.placement.items():
             roles[graph.node(frag).name] = role
         return Placement(self, graph, roles)
@@ -127,6 +185,35 @@ class Policy:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields (picklable)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+
+
+#: The keys a placement rule may match on.
+RULE_MATCHERS = ("node", "cls", "tag", "predicate")
+
+
+def rule_matches(rule: dict[str, Any], node: str, frag: Any) -> bool:
+    """Whether a placement rule (see :attr:`Policy.rules`) selects fragment ``frag`` at ``node``.
+
+    Example:
+        >>> from torchfrag.fragments import Fragment
+        >>> class Eval(Fragment):
+        ...     evaluation = True
+        >>> rule_matches({"predicate": "evaluation", "role": "learner"}, "ev", Eval())
+        True
+        >>> rule_matches({"tag": "per_env", "role": "actor"}, "ev", Eval())
+        False
+    """
+    if "node" in rule:
+        return node == rule["node"]
+    if "cls" in rule:
+        return any(c.__name__ == rule["cls"] for c in type(frag).__mro__)
+    if "tag" in rule:
+        tags = frag.tags() if hasattr(frag, "tags") else frozenset()
+        return rule["tag"] in tags
+    if "predicate" in rule:
+        value = getattr(frag, str(rule["predicate"]), False)
+        return bool(value() if callable(value) else value)
+    return False
 
 
 def check_device(dev: str, what: str) -> None:
@@ -152,34 +239,28 @@ def check_device(dev: str, what: str) -> None:
 
 
 def rollout_nodes(graph: FragmentGraph) -> list[str]:
-    """Nodes that drive an env over time (:class:`~torchfrag.fragments.Rollout`/``Collect``)."""
-    from torchfrag.fragments import Collect, Rollout
-
-    return [n.name for n in graph.nodes if isinstance(n.module, (Rollout, Collect))]
+    """Nodes that declare :attr:`~torchfrag.fragments.Fragment.role` ``"rollout"`` (drive an env over time)."""
+    return [n.name for n in graph.nodes if getattr(n.module, "role", None) == "rollout"]
 
 
 def env_nodes(graph: FragmentGraph) -> list[str]:
-    """Rollout nodes (whose body's env step a policy may place apart from the act)."""
-    from torchfrag.fragments import Rollout
-
-    return [n.name for n in graph.nodes if isinstance(n.module, Rollout)]
+    """Rollout nodes whose captured per-step body has an env fragment (a policy may place it apart)."""
+    out = []
+    for name in rollout_nodes(graph):
+        body = getattr(graph.fragment(name), "body_graph", None)
+        if body is not None and any(getattr(n.module, "role", None) == "env" for n in body.nodes):
+            out.append(name)
+    return out
 
 
 #: Where an actors policy runs the per-env fragments after the rollout.
 ADVANTAGE_MODES = ("learner", "on_arrival", "actors")
 
-#: Value estimators that work on each env's trajectory alone (no statistic over the whole batch).
-_PER_ENV_ESTIMATORS = ("GAE", "TD0Estimator", "TD1Estimator", "TDLambdaEstimator")
-
-
 def is_per_env(module: Any) -> bool:
-    """Whether a fragment computes every env's rows from that env's rows alone.
+    """Whether a fragment declares :attr:`~torchfrag.fragments.Fragment.per_env`.
 
-    Such a fragment gives the same result on a batch as on its env slices concatenated
-    (up to the rounding of smaller matmuls), so a policy may run it on the actors, each
-    on its own slice. Known per-env fragments: reward scaling and
-    :class:`~torchfrag.fragments.Advantage` over GAE / TD estimators without batch-wide
-    averaging (``average_gae`` / ``average_rewards`` off).
+    Such a fragment computes every env's rows from that env's rows alone, so a policy may
+    run it on the actors, each on its own slice.
 
     Example:
         >>> import torch
@@ -192,13 +273,7 @@ def is_per_env(module: Any) -> bool:
         >>> is_per_env(Advantage(GAE(gamma=0.99, lmbda=0.95, value_network=critic, average_gae=True)))
         False
     """
-    from torchfrag.fragments import Advantage
-
-    if isinstance(module, Advantage):
-        est = module.estimator
-        return (type(est).__name__ in _PER_ENV_ESTIMATORS and not getattr(est, "average_gae", False)
-                and not getattr(est, "average_rewards", False))
-    return type(module).__name__ == "RewardScale"
+    return bool(getattr(module, "per_env", False))
 
 
 def per_env_chain(graph: FragmentGraph, rollout: str, per_env_only: bool = True) -> list[str]:
@@ -231,14 +306,25 @@ def per_env_chain(graph: FragmentGraph, rollout: str, per_env_only: bool = True)
 
 
 def _one_rollout(policy: Policy, graph: FragmentGraph, finder: Any = rollout_nodes) -> str:
+    """The rollout a policy replicates: the one its ``placement`` puts on a worker role, else the first.
+
+    Other rollouts (an evaluation rollout, say) stay on the driver.
+    """
     found = finder(graph)
-    if len(found) != 1:
+    if not found:
         raise PolicyError(
-            f"policy {policy.name} needs exactly one rollout fragment (torchfrag.fragments.Rollout) in "
-            f"the loop, found {found or 'none'} among {[n.name for n in graph.nodes]}")
-    return found[0]
+            f"policy {policy.name} needs a fragment that declares role 'rollout' (a "
+            f"torchfrag.fragments.Rollout or Collect, or a Fragment subclass with role = 'rollout') "
+            f"in the loop; fragments: {[n.name for n in graph.nodes]}")
+    pinned = [n for n in found
+              if policy.placement.get(n, policy.placement.get(graph.node(n).target)) not in (None, "learner")]
+    if len(pinned) > 1:
+        raise PolicyError(f"policy {policy.name}: placement puts several rollouts {pinned} on workers; "
+                          "one rollout is replicated, the others run on the learner")
+    return pinned[0] if pinned else found[0]
 
 
+@register_policy
 @dataclass
 class LocalPolicy(Policy):
     """Everything in this process (the default).
@@ -252,6 +338,7 @@ class LocalPolicy(Policy):
     name: str = "local"
 
 
+@register_policy
 @dataclass
 class ActorsPolicy(Policy):
     """N actor workers run env + act (the rollout); the learner gathers rollouts every iteration.
@@ -304,6 +391,9 @@ class ActorsPolicy(Policy):
     def num_workers(self) -> int:
         return int(self.actors)
 
+    def replicas(self, role: str) -> int:
+        return int(self.actors) if role == "actor" else 1
+
     def validate(self) -> None:
         if self.actors < 1:
             raise PolicyError(f"policy {self.name}: actors must be >= 1, got {self.actors}")
@@ -342,6 +432,7 @@ class ActorsPolicy(Policy):
         return "learner"
 
 
+@register_policy
 @dataclass
 class AsyncActorsPolicy(ActorsPolicy):
     """Actors run ahead on slightly stale weights; the learner takes rollouts as they arrive.
@@ -383,6 +474,7 @@ class AsyncActorsPolicy(ActorsPolicy):
         super().validate()
 
 
+@register_policy
 @dataclass
 class CentralInferencePolicy(Policy):
     """Env fragments on N env workers; act and learn on the learner (SEED RL style).
@@ -411,20 +503,26 @@ class CentralInferencePolicy(Policy):
     def num_workers(self) -> int:
         return int(self.env_workers)
 
+    def replicas(self, role: str) -> int:
+        return int(self.env_workers) if role == "env" else 1
+
     def validate(self) -> None:
         if self.env_workers < 1:
             raise PolicyError(f"policy {self.name}: env_workers must be >= 1, got {self.env_workers}")
         super().validate()
 
     def place(self, graph: FragmentGraph) -> Placement:
-        _one_rollout(self, graph, env_nodes)
-        return super().place(graph)
+        rollout = _one_rollout(self, graph, env_nodes)
+        placement = super().place(graph)
+        placement.env_split[rollout] = "env"
+        return placement
 
     def _default_role(self, graph: FragmentGraph, node: str) -> str:
         # The rollout stays on the learner; its body's env step goes to the env workers.
         return "learner"
 
 
+@register_policy
 @dataclass
 class DataParallelPolicy(Policy):
     """Every worker runs the whole loop on its own envs; gradients are all-reduced (DD-PPO).
@@ -456,6 +554,9 @@ class DataParallelPolicy(Policy):
     def num_workers(self) -> int:
         return int(self.workers) - 1
 
+    def replicas(self, role: str) -> int:
+        return int(self.workers)
+
     def validate(self) -> None:
         if self.workers < 1:
             raise PolicyError(f"policy {self.name}: workers must be >= 1, got {self.workers}")
@@ -463,10 +564,23 @@ class DataParallelPolicy(Policy):
             raise PolicyError(f"policy {self.name}: unknown backend {self.backend!r}")
         super().validate()
 
+    def place(self, graph: FragmentGraph) -> Placement:
+        placement = super().place(graph)
+        learners = [n.name for n in graph.nodes if n.module.has_gradient_sync()]
+        if not learners:
+            owners = [n.name for n in graph.nodes if n.module.owned_parameters()]
+            raise PolicyError(
+                f"policy {self.name}: no fragment declares gradient sync, so gradients cannot be "
+                f"averaged over replicas (fragments that own parameters: {owners or 'none'}); keep "
+                "the optimizer in the fragment's `optimizer` attribute, or override "
+                "Fragment.has_gradient_sync() and install_gradient_sync()")
+        return placement
+
     def _default_role(self, graph: FragmentGraph, node: str) -> str:
         return "replica"
 
 
+@register_policy
 @dataclass
 class SingleDevicePolicy(Policy):
     """All fragments on one device (GPU where present), networks compiled with ``torch.compile``.
@@ -506,14 +620,9 @@ class SingleDevicePolicy(Policy):
         return self.resolved_device()
 
 
-POLICY_CLASSES: dict[str, type[Policy]] = {
-    "local": LocalPolicy,
-    "actors": ActorsPolicy,
-    "async_actors": AsyncActorsPolicy,
-    "central_inference": CentralInferencePolicy,
-    "data_parallel": DataParallelPolicy,
-    "single_device": SingleDevicePolicy,
-}
+#: Executor kinds, chosen from the shape of a placement (:attr:`Placement.kind`).
+EXECUTOR_KINDS = ("in_process", "replicated_rollout", "async_replicated_rollout", "env_calls",
+                  "replicated_loop")
 
 
 @dataclass
@@ -524,26 +633,42 @@ class Placement:
         policy: The policy.
         graph: The placed graph.
         roles: Node name -> role.
+        env_split: Rollout node -> role of its body's env step, when a policy places the
+            env step of a rollout apart from its act (central inference).
     """
 
     policy: Policy
     graph: FragmentGraph
     roles: dict[str, str]
+    env_split: dict[str, str] = field(default_factory=dict)
 
     def workers(self, role: str) -> int:
         """How many processes run ``role``."""
-        p = self.policy
-        if role == "actor":
-            return int(getattr(p, "actors", 0))
-        if role == "env":
-            return int(getattr(p, "env_workers", 0))
-        if role == "replica":
-            return int(getattr(p, "workers", 1))
-        return 1
+        return self.policy.replicas(role)
 
     def nodes_of(self, role: str) -> list[str]:
         """Node names placed on ``role``."""
         return [n for n, r in self.roles.items() if r == role]
+
+    @property
+    def kind(self) -> str:
+        """The executor this placement needs, from its shape (never from the policy's name).
+
+        * ``replicated_loop``: every fragment on a replicated role (each replica runs the loop);
+        * ``replicated_rollout`` / ``async_replicated_rollout``: a rollout (and the chain after
+          it) on a replicated role, the rest on the driver; async when the policy bounds
+          staleness;
+        * ``env_calls``: a rollout's env step placed on workers, its act on the driver;
+        * ``in_process``: everything on the driver.
+        """
+        if self.roles and all(r != "learner" for r in self.roles.values()):
+            return "replicated_loop"
+        if any(self.roles[n] != "learner" for n in self.roles):
+            return ("async_replicated_rollout" if getattr(self.policy, "staleness", None) is not None
+                    else "replicated_rollout")
+        if self.env_split:
+            return "env_calls"
+        return "in_process"
 
 
 def as_policy(policy: Any) -> Policy:
@@ -560,6 +685,8 @@ def as_policy(policy: Any) -> Policy:
     """
     if isinstance(policy, Policy):
         return policy
+    if isinstance(policy, str) and policy.endswith((".yaml", ".yml")):
+        return load_policy_file(policy)
     if isinstance(policy, str):
         data: dict[str, Any] = {"name": policy}
     else:
@@ -572,9 +699,13 @@ def as_policy(policy: Any) -> Policy:
             pass
         data = dict(policy)
     name = data.get("name", "local")
-    cls = POLICY_CLASSES.get(name)
+    data.pop("defaults", None)
+    kind = data.get("kind") or ""
+    cls = POLICY_CLASSES.get(name) or POLICY_CLASSES.get(kind)
     if cls is None:
-        raise PolicyError(f"unknown distribution policy {name!r}; available: {sorted(POLICY_CLASSES)}")
+        raise PolicyError(f"unknown distribution policy {name!r}" + (f" (kind {kind!r})" if kind else "")
+                          + f"; available: {sorted(POLICY_CLASSES)} (a new name needs `kind:` naming one "
+                          "of them, or a class registered with torchfrag.policies.register_policy)")
     known = {f.name for f in fields(cls) if f.init}
     unknown = sorted(set(data) - known)
     if unknown:
@@ -583,3 +714,20 @@ def as_policy(policy: Any) -> Policy:
     if os.environ.get("TORCHFRAG_MASTER_ADDR"):
         out.master_addr = os.environ["TORCHFRAG_MASTER_ADDR"]
     return out
+
+
+def load_policy_file(path: str) -> Policy:
+    """A policy from a YAML file (a user's own ``conf/policy/<name>.yaml``; ``defaults`` is ignored).
+
+    Raises:
+        PolicyError: Missing file, or what :func:`as_policy` refuses.
+    """
+    from omegaconf import OmegaConf
+
+    if not os.path.isfile(path):
+        raise PolicyError(f"policy file {path!r} does not exist")
+    data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    if not isinstance(data, dict):
+        raise PolicyError(f"policy file {path!r} must hold a mapping, got {type(data).__name__}")
+    data.setdefault("name", os.path.splitext(os.path.basename(path))[0])
+    return as_policy(data)

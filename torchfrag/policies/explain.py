@@ -6,7 +6,7 @@ Example:
     >>> from torchfrag.policies.factory import PPOFactory
     >>> loop = PPOFactory("CartPole-v1", {"num_envs": 4, "steps": 8, "minibatch_size": 16})()
     >>> text = explain(capture(loop), "actors", show=False)
-    >>> "rollout" in text and "weights" in text
+    >>> "rollout" in text and "state" in text
     True
     >>> loop.close()
 """
@@ -48,8 +48,16 @@ class Crossing:
     bytes: int
 
 
+def _tensor_bytes(tensors: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 def _step_bytes(rollout: nn.Module) -> tuple[int, int, int]:
-    """Bytes per env per step of: a transition, the carry into a step, the carry out."""
+    """Bytes per env per step of: a transition, the carry into a step, the carry out.
+
+    The act runs once on the env's fake data to learn its outputs' sizes, inside
+    :func:`torch.random.fork_rng` and without gradients, so no random stream moves.
+    """
     from tensordict import TensorDict
 
     env = rollout.env
@@ -57,7 +65,7 @@ def _step_bytes(rollout: nn.Module) -> tuple[int, int, int]:
     fake = env.fake_tensordict()
     carry_in = fake.exclude("next")
     try:
-        with torch.no_grad():
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
             carry_in = rollout.body.act(carry_in.clone())
     except Exception:  # noqa: BLE001 - the estimate then ignores the act's extra outputs
         pass
@@ -71,69 +79,105 @@ def _step_bytes(rollout: nn.Module) -> tuple[int, int, int]:
     return size(tr) // n, size(carry_in) // n, (size(carry_out) + size(carry_in.select(*env.action_keys))) // n
 
 
-def crossings(placement: Placement) -> list[Crossing]:
-    """The edges of a placed graph that cross processes, with per-iteration sizes."""
-    from torchfrag.policies.base import env_nodes, rollout_nodes
+def _frames(graph: FragmentGraph, node: str, envs: int | None = None) -> tuple[int, int]:
+    """``(envs, steps)`` of a rollout node."""
+    frag = graph.fragment(node)
+    env = getattr(frag, "env", None)
+    total = int(env.batch_size.numel()) if env is not None else 0
+    return (total if envs is None else envs), int(getattr(frag, "steps", 1))
 
+
+def crossings(placement: Placement) -> list[Crossing]:
+    """The edges of a placed graph that cross processes, with per-iteration sizes.
+
+    Chosen by :attr:`~torchfrag.policies.Placement.kind` (never by the policy's name), so a
+    user policy is explained like the shipped ones. A batch leaving the workers is
+    counted once, whatever number of fragments consume it.
+    """
     policy, graph = placement.policy, placement.graph
     out: list[Crossing] = []
-    name = policy.name
-    if name in ("actors", "async_actors"):
-        chain = placement.nodes_of("actor")  # the rollout, then the per-env fragments run with it
+    kind = placement.kind
+    if kind in ("replicated_rollout", "async_replicated_rollout"):
+        chain = [n for n, r in placement.roles.items() if r != "learner"]
+        role = placement.roles[chain[0]]
         node = chain[0]
         frag = graph.fragment(node)
-        n_act = int(policy.actors)
-        steps = int(getattr(frag, "steps", 1))
-        env = getattr(frag, "env", None)
-        total = int(env.batch_size.numel()) if env is not None else 0
-        envs = total if policy.envs_per_actor is None else int(policy.envs_per_actor) * n_act
-        per = _step_bytes(frag)[0] if env is not None else 0
-        for e in graph.edges:
-            if e.src in chain and placement.roles.get(e.dst) != "actor":
-                # The rollout's transitions; after it, one float32 per frame and key (advantage, ...).
-                nbytes = per * steps * envs if e.src == node else 4 * len(e.keys) * steps * envs
-                out.append(Crossing(f"{e.src}@actor[{n_act}]", f"{e.dst}@{placement.roles[e.dst]}", "data",
-                                    ", ".join(e.keys) or "batch", n_act if e.src == node else 0, nbytes))
-        every = int(policy.sync_every)
-        for s in graph.shared:
-            if s.kind == "weights" and s.dst in chain:
-                params = graph.fragment(s.dst).read_parameters()
-                wbytes = sum(p.numel() * p.element_size() for p in params)
-                out.append(Crossing(f"{s.src}@learner", f"{s.dst}@actor[{n_act}]", "weights",
-                                    f"{s.tensors} tensors, {s.numel} params (every {every} it.)",
-                                    0, wbytes * n_act // every))
-    elif name == "central_inference":
-        node = env_nodes(graph)[0]
+        n_act = placement.workers(role)
+        per_actor = getattr(policy, "envs_per_actor", None)
+        envs, steps = _frames(graph, node, None if per_actor is None else int(per_actor) * n_act)
+        frames = envs * steps
+        batch = _step_bytes(frag)[0] * frames if getattr(frag, "env", None) is not None else 0
+        added = 0
+        rewrites_reward = False
+        for later in chain[1:]:
+            f = graph.fragment(later)
+            for k in f.out_keys:
+                if k == ("next", "reward"):
+                    rewrites_reward = True
+                else:
+                    added += 1
+        batch += 4 * added * frames + (4 * frames if rewrites_reward else 0)  # + the raw reward
+        consumers = sorted({e.dst for e in graph.edges if e.src in chain and e.dst not in chain})
+        where = f"{role}[{n_act}]"
+        out.append(Crossing(f"{chain[-1]}@{where}", ", ".join(f"{c}@learner" for c in consumers) or "learner",
+                            "data", "batch" + (f" (after {', '.join(chain[1:])})" if len(chain) > 1 else ""),
+                            n_act, batch))
+        every = int(getattr(policy, "sync_every", 1))
+        state = sum(_tensor_bytes(graph.fragment(c).shared_state().values()) for c in chain)
+        n_tensors = sum(len(graph.fragment(c).shared_state()) for c in chain)
+        owners = sorted({s.src for s in graph.shared if s.kind == "weights" and s.dst in chain
+                         and s.src not in chain}) or ["learner"]
+        out.append(Crossing(f"{', '.join(owners)}@learner", f"{', '.join(chain)}@{where}", "state",
+                            f"{n_tensors} tensors: parameters, buffers, produced state (every {every} it.)",
+                            0, state * n_act // every))
+        produced = sum(_tensor_bytes(graph.fragment(c).produced_state().values()) for c in chain)
+        if produced:
+            out.append(Crossing(f"{node}@{where}", f"{node}@learner", "merge",
+                                "produced state merged back (running statistics)", 0, produced * n_act))
+    elif kind == "env_calls":
+        node = next(iter(placement.env_split))
+        role = placement.env_split[node]
         frag = graph.fragment(node)
-        n_env = int(policy.env_workers)
-        steps = int(frag.steps)
-        total = int(frag.env.batch_size.numel())
+        n_env = placement.workers(role)
+        total, steps = _frames(graph, node)
         tr, cin, _cout = _step_bytes(frag)
-        out.append(Crossing(f"{node}.act@learner", f"{node}.env_step@env[{n_env}]", "data",
+        out.append(Crossing(f"{node}.act@learner", f"{node}.env_step@{role}[{n_env}]", "data",
                             "carry + action (per step)", n_env * steps, cin * total * steps))
-        out.append(Crossing(f"{node}.env_step@env[{n_env}]", f"{node}.act@learner", "data",
+        out.append(Crossing(f"{node}.env_step@{role}[{n_env}]", f"{node}.act@learner", "data",
                             "transition + next carry (per step)", 0, (tr + cin) * total * steps))
-    elif name == "data_parallel":
-        params: dict[int, nn.Parameter] = {}
-        from torchfrag.fragments import Learn
-
+    elif kind == "replicated_loop":
+        world = placement.workers(next(iter(placement.roles.values())))
         for n in graph.nodes:
-            if isinstance(n.module, Learn):
-                for p in n.module.owned_parameters():
-                    params[id(p)] = p
-                learn = n.module
-                nbytes = sum(p.numel() * p.element_size() for p in params.values())
-                found = rollout_nodes(graph)
-                per_iter = 0
-                if found:
-                    ro = graph.fragment(found[0])
-                    frames = int(ro.env.batch_size.numel()) * int(getattr(ro, "steps", 1))
-                    mb = learn._minibatch(frames)
-                    per_iter = learn.epochs * (frames // mb)
-                out.append(Crossing(f"{n.name}@replica[{policy.workers}]", f"{n.name}@replica[{policy.workers}]",
-                                    "gradients", f"all-reduce of {len(params)} tensors ({per_iter} per it.)",
-                                    per_iter, 2 * nbytes * per_iter * (policy.workers - 1) // max(1, policy.workers)))
+            frag = n.module
+            if not frag.has_gradient_sync():
+                continue
+            opt = getattr(frag, "optimizer", None)
+            params = [p for g in opt.param_groups for p in g["params"]] if opt is not None else \
+                frag.owned_parameters()
+            nbytes = _tensor_bytes(params)
+            per_iter = _optimizer_steps(graph, frag)
+            out.append(Crossing(f"{n.name}@replica[{world}]", f"{n.name}@replica[{world}]",
+                                "gradients", f"all-reduce of {len(params)} tensors ({per_iter} per it.)",
+                                per_iter, 2 * nbytes * per_iter * (world - 1) // max(1, world)))
     return out
+
+
+def _optimizer_steps(graph: FragmentGraph, frag: nn.Module) -> int:
+    """Optimizer steps per iteration: declared by ``optimizer_steps(frames)``, else from Learn's settings."""
+    from torchfrag.policies.base import rollout_nodes
+
+    found = rollout_nodes(graph)
+    frames = 0
+    if found:
+        envs, steps = _frames(graph, found[0])
+        frames = envs * steps
+    hook = getattr(frag, "optimizer_steps", None)
+    if callable(hook):
+        return int(hook(frames))
+    if hasattr(frag, "_minibatch") and frames:
+        mb = frag._minibatch(frames)
+        return int(getattr(frag, "epochs", 1)) * (frames // mb)
+    return 1
 
 
 def _fmt_bytes(n: float) -> str:
@@ -170,11 +214,13 @@ def explain(graph: FragmentGraph, policy: Policy | str | dict[str, Any], *, path
         if role == "replica":
             where = f"every rank ({procs})"
         rows.append((n.name, n.kind, role, where, policy.device(role)))
-        if policy.name == "central_inference" and n.name in graph.subgraphs:
+        if n.name in placement.env_split and n.name in graph.subgraphs:
+            split = placement.env_split[n.name]
             for sub in graph.subgraphs[n.name].nodes:
-                r = "env" if sub.name == "env_step" else "learner"
+                r = split if getattr(sub.module, "role", None) == "env" else "learner"
                 rows.append((f"  {n.name}.{sub.name}", sub.kind, r,
-                             f"{policy.env_workers} worker(s)" if r == "env" else "driver", policy.device(r)))
+                             f"{placement.workers(r)} worker(s)" if r != "learner" else "driver",
+                             policy.device(r)))
     widths = [max(len(str(r[i])) for r in rows) for i in range(5)]
     for r in rows:
         lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -209,8 +255,8 @@ def _render(placement: Placement, cross: list[Crossing], path: str) -> str:
 
     policy, graph = placement.policy, placement.graph
     roles = list(dict.fromkeys(["learner", *placement.roles.values()]))
-    if policy.name == "central_inference":
-        roles = ["learner", "env"]
+    if placement.env_split:
+        roles = ["learner", *dict.fromkeys(placement.env_split.values())]
     fig, ax = plt.subplots(figsize=(2.8 * len(roles) + 1.5, 1.2 * len(graph.nodes) + 2.2))
     colors = {"learner": "#cfe2f3", "actor": "#d9ead3", "env": "#fce5cd", "replica": "#ead1dc"}
     pos: dict[str, tuple[float, float]] = {}
@@ -223,9 +269,9 @@ def _render(placement: Placement, cross: list[Crossing], path: str) -> str:
         ax.text(x, 0.55, label, ha="center", va="bottom", fontsize=10, weight="bold")
     items: list[tuple[str, str]] = []
     for n in graph.nodes:
-        if policy.name == "central_inference" and n.name in graph.subgraphs:
+        if n.name in placement.env_split and n.name in graph.subgraphs:
             items.append((f"{n.name}.act", "learner"))
-            items.append((f"{n.name}.env_step", "env"))
+            items.append((f"{n.name}.env_step", placement.env_split[n.name]))
         items.append((n.name, placement.roles[n.name]))
     for i, (name, role) in enumerate(items):
         x = 3.0 * roles.index(role)

@@ -94,12 +94,58 @@ def _set_pdeathsig() -> None:
         pass
 
 
-def _rpc_options(addr: str, port: int, timeout: float) -> Any:
+def _rpc_options(addr: str, port: int, timeout: float, init_method: str | None = None) -> Any:
     from torch.distributed import rpc
 
     return rpc.TensorPipeRpcBackendOptions(
-        init_method=f"tcp://{addr}:{port}", rpc_timeout=float(timeout), num_worker_threads=8,
+        init_method=init_method or f"tcp://{addr}:{port}", rpc_timeout=float(timeout), num_worker_threads=8,
         _transports=["uv"], _channels=["basic"])
+
+
+#: Messages TensorPipe logs when a peer closes its pipes at a normal shutdown.
+_SHUTDOWN_NOISE = ("pipe closed", "EOF: end of file", "tensorpipe_agent.cpp")
+
+
+@contextlib.contextmanager
+def quiet_shutdown_noise() -> Any:
+    """Hides TensorPipe's "pipe closed" / "EOF" lines written to fd 2 inside the block.
+
+    They are C++ log lines (not Python warnings) that every normal shutdown of an RPC
+    agent prints; the rest of what is written to fd 2 meanwhile is passed through.
+    """
+    import tempfile
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real fd 2 (embedded interpreters)
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            for line in tmp.read().decode(errors="replace").splitlines(keepends=True):
+                if not any(n in line for n in _SHUTDOWN_NOISE):
+                    sys.stderr.write(line)
+
+
+def _is_stopped(pid: int | None) -> bool:
+    """Linux: whether process ``pid`` is stopped (state ``T``/``t``); ``False`` elsewhere."""
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:][:1] in ("T", "t")
 
 
 def _rpc_init_counter() -> int:
@@ -109,7 +155,7 @@ def _rpc_init_counter() -> int:
 
 
 def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: float,
-                 init_counter: int = 0) -> None:
+                 init_counter: int = 0, init_method: str | None = None) -> None:
     """Body of a worker process: join RPC, serve calls until the driver says stop, exit.
 
     Args:
@@ -120,6 +166,7 @@ def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: floa
         timeout: RPC timeout in seconds.
         init_counter: The driver's count of earlier RPC initialisations: RPC prefixes
             its rendezvous keys with it, so a fresh worker must use the same value.
+        init_method: The rendezvous (``file://`` for spawned workers); ``None``: ``tcp://addr:port``.
     """
     import torch.distributed.rpc as rpc_mod
     from torch.distributed import rpc
@@ -134,7 +181,7 @@ def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: floa
     rt._WORKER["rank"] = rank
     rpc_mod._init_counter = int(init_counter)
     rpc.init_rpc(f"worker{rank}", rank=rank, world_size=world_size,
-                 rpc_backend_options=_rpc_options(addr, port, timeout))
+                 rpc_backend_options=_rpc_options(addr, port, timeout, init_method))
     logger.debug("worker%d up", rank)
     stop: threading.Event = rt._WORKER["stop"]
     parent = rt._WORKER.get("parent")
@@ -148,7 +195,7 @@ def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: floa
 
 
 def _spawn_main(rank: int, world_size: int, addr: str, port: int, timeout: float,
-                log_level: int, init_counter: int) -> None:
+                log_level: int, init_counter: int, init_method: str | None = None) -> None:
     _set_pdeathsig()
     parent = int(os.environ.get("TORCHFRAG_DRIVER_PID", "0")) or None
     if parent is not None and os.getppid() != parent:
@@ -160,7 +207,7 @@ def _spawn_main(rank: int, world_size: int, addr: str, port: int, timeout: float
     logging.basicConfig(level=log_level, format=f"[worker{rank}] %(levelname)s %(name)s: %(message)s")
     code = 0
     try:
-        serve_worker(rank, world_size, addr, port, timeout, init_counter)
+        serve_worker(rank, world_size, addr, port, timeout, init_counter, init_method)
     except BaseException:  # noqa: BLE001 - reported, then a hard exit
         logger.exception("worker%d failed", rank)
         code = 1
@@ -194,6 +241,14 @@ class Cluster:
     procs: dict[str, Any] = field(default_factory=dict)
     torchrun: bool = False
     started: bool = False
+    store_dir: str | None = None
+
+    def rendezvous(self, name: str) -> str:
+        """``init_method`` of a rendezvous: a file store for spawned workers (no port listens on
+        any interface), ``tcp://addr:port`` under torchrun (other nodes must reach it)."""
+        if self.store_dir is not None:
+            return f"file://{os.path.join(self.store_dir, name)}"
+        return f"tcp://{self.addr}:{self.port}"
 
     @property
     def workers(self) -> list[str]:
@@ -234,18 +289,28 @@ class Cluster:
                 sys.stderr.flush()
                 os._exit(code)
         else:
-            if self.port == 0:
-                self.port = free_port(self.addr)
+            import tempfile
+
+            self.store_dir = tempfile.mkdtemp(prefix="torchfrag-rdzv-")
             ctx = mp.get_context("spawn")
             os.environ["TORCHFRAG_DRIVER_PID"] = str(os.getpid())
             level = logging.getLogger().getEffectiveLevel()
-            for r in range(1, world):
-                p = ctx.Process(target=_spawn_main, name=f"torchfrag-worker{r}",
-                                args=(r, world, self.addr, self.port, self.timeout, level,
-                                      0), daemon=True)
-                p.start()
-                self.procs[f"worker{r}"] = p
-        logger.info("starting RPC: driver + %d workers on %s:%d", self.num_workers, self.addr, self.port)
+            # Workers' C++ logs at ERROR: TensorPipe warns "EOF"/"pipe closed" at every normal
+            # shutdown. A user's own TORCH_CPP_LOG_LEVEL wins.
+            had = os.environ.get("TORCH_CPP_LOG_LEVEL")
+            os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+            try:
+                for r in range(1, world):
+                    p = ctx.Process(target=_spawn_main, name=f"torchfrag-worker{r}",
+                                    args=(r, world, self.addr, self.port, self.timeout, level,
+                                          0, self.rendezvous("rpc")), daemon=True)
+                    p.start()
+                    self.procs[f"worker{r}"] = p
+            finally:
+                if had is None:
+                    os.environ.pop("TORCH_CPP_LOG_LEVEL", None)
+        logger.info("starting RPC: driver + %d workers listening on %s (rendezvous %s)", self.num_workers,
+                    self.addr, self.rendezvous("rpc"))
         try:
             self._init_driver_rpc(world)
         except BaseException:
@@ -271,7 +336,8 @@ class Cluster:
         def init() -> None:
             try:
                 rpc.init_rpc(_DRIVER, rank=0, world_size=world,
-                             rpc_backend_options=_rpc_options(self.addr, self.port, self.timeout))
+                             rpc_backend_options=_rpc_options(self.addr, self.port, self.timeout,
+                                                              self.rendezvous("rpc")))
             except BaseException as err:  # noqa: BLE001
                 result["err"] = err
 
@@ -279,10 +345,22 @@ class Cluster:
         t.start()
         startup = max(self.timeout, 90.0)  # spawning and importing torch is slow on a busy machine
         deadline = time.monotonic() + startup
+        stopped_since: dict[str, float] = {}
         while t.is_alive():
             t.join(0.1)
             self.check_alive()
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            # A worker that makes no progress at all (stopped: SIGSTOP, a debugger) gets
+            # policy.timeout, not the allowance for a slow import.
+            for name, p in self.procs.items():
+                if _is_stopped(p.pid):
+                    stopped_since.setdefault(name, now)
+                    if now - stopped_since[name] > self.timeout:
+                        raise WorkerTimeout(f"{name} (pid {p.pid}) is stopped and did not join within "
+                                            f"{self.timeout:.1f}s (policy.timeout)", name)
+                else:
+                    stopped_since.pop(name, None)
+            if now > deadline:
                 raise WorkerTimeout(f"RPC start-up did not finish within {startup:.0f}s")
         if "err" in result:
             raise WorkerError(f"RPC start-up failed: {result['err']}") from result["err"]
@@ -317,10 +395,18 @@ class Cluster:
             for f in futs:
                 with contextlib.suppress(Exception):
                     f.wait()
-            with contextlib.suppress(Exception):
-                rpc.shutdown(graceful=False)
-            self.started = False
-        self.kill(grace=5.0)
+            with quiet_shutdown_noise():
+                with contextlib.suppress(Exception):
+                    rpc.shutdown(graceful=False)
+                self.started = False
+                self.kill(grace=5.0)
+        else:
+            self.kill(grace=5.0)
+        if self.store_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.store_dir, ignore_errors=True)
+            self.store_dir = None
 
     def kill(self, grace: float = 0.0) -> None:
         """Waits up to ``grace`` seconds for the workers to exit, then SIGKILLs the rest."""

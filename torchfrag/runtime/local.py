@@ -19,7 +19,29 @@ __all__ = ["run", "RunResult", "Hook", "POLICIES"]
 #: Hook signature: ``hook(iteration, output, graph)``; return ``True`` to stop the run.
 Hook = Callable[[int, Any, FragmentGraph], "bool | None"]
 
-POLICIES = ("local", "actors", "async_actors", "central_inference", "data_parallel", "single_device")
+class _PolicyNames(Sequence[str]):
+    """The registered policy names (a live view of :data:`torchfrag.policies.POLICY_CLASSES`)."""
+
+    def _names(self) -> tuple[str, ...]:
+        from torchfrag.policies.base import POLICY_CLASSES
+
+        return tuple(POLICY_CLASSES)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._names()[i]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+#: Names of the registered distribution policies (one list: the policy registry).
+POLICIES: Sequence[str] = _PolicyNames()
 
 
 @dataclass

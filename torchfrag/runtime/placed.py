@@ -49,16 +49,18 @@ def run_placed(loop_or_graph: nn.Module | FragmentGraph, policy: Any, iterations
 
     pol = as_policy(policy)
     graph = loop_or_graph if isinstance(loop_or_graph, FragmentGraph) else capture(loop_or_graph, in_keys=in_keys)
-    if pol.name == "local":
-        return run_local(graph, "local", iterations, hooks, inputs, start=start)
-    if pol.name == "single_device":
-        pol.place(graph)  # validates the device before anything runs
-        with on_device(graph, pol.resolved_device(), compile=pol.compile, backend=pol.compile_backend):
+    placement = pol.place(graph)  # validates everything (devices included) before anything runs
+    if placement.kind != "in_process":
+        return run_policy(graph, pol, factory, iterations, hooks or (), tuple(inputs), start)
+    device = pol.device("learner")
+    if device == "cpu" and not pol.compile:
+        result = run_local(graph, "local", iterations, hooks, inputs, start=start)
+    else:
+        with on_device(graph, device, compile=pol.compile, backend=pol.compile_backend):
             result = run_local(graph, "local", iterations, hooks, inputs, start=start)
-        result.extra["policy"] = pol.name
-        result.extra["device"] = pol.resolved_device()
-        return result
-    return run_policy(graph, pol, factory, iterations, hooks or (), tuple(inputs), start)
+    result.extra["device"] = device
+    result.extra["policy"] = pol.name
+    return result
 
 
 class _ToDevice(nn.Module):

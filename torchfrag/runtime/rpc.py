@@ -183,7 +183,7 @@ def _remote_setup(factory: Any, env_slice: Any, role: str, node: str | Sequence[
         chain = [graph.fragment(n) for n in names]
         _WORKER["fragment"] = chain[0]
         _WORKER["chain"] = chain
-        _WORKER["params"] = _chain_parameters(chain)
+        _WORKER["state_keys"] = [list(f.shared_state()) for f in chain]
     elif role == "env":
         rollout = graph.fragment(node)
         _WORKER["env"] = rollout.env
@@ -200,38 +200,32 @@ def _with_env_threads(factory: Any, threads: int) -> Any:
     return factory
 
 
-def _chain_parameters(chain: Sequence[Any]) -> list[nn.Parameter]:
-    """Parameters read by a chain of fragments, each once, in a fixed order (driver = workers)."""
-    seen: set[int] = set()
-    out: list[nn.Parameter] = []
-    for frag in chain:
-        for p in frag.read_parameters():
-            if id(p) not in seen:
-                seen.add(id(p))
-                out.append(p)
-    return out
-
-
 _REWARD = ("next", "reward")
 
 
-def _remote_rollout(weights: torch.Tensor | None,
-                    version: int) -> tuple[TensorDictBase, int, torch.Tensor | None]:
-    """Runs the actor's chain once (rollout, then e.g. advantage) after loading ``weights`` when given.
+def _remote_rollout(state: list[list[torch.Tensor]] | None, version: int
+                    ) -> tuple[TensorDictBase, int, torch.Tensor | None, list[list[torch.Tensor]]]:
+    """Runs the actor's chain once (rollout, then e.g. advantage) after loading ``state`` when given.
 
-    The chain runs under ``torch.inference_mode`` (no autograd bookkeeping: the same
-    arithmetic, less CPU per step); the weights are loaded outside it.
+    ``state`` holds, for each fragment of the chain, the values of its
+    :meth:`~torchfrag.fragments.Fragment.shared_state` (parameters, buffers, produced
+    state) in the order of its keys. The chain runs under ``torch.inference_mode`` (no
+    autograd bookkeeping: the same arithmetic, less CPU per step); the state is loaded
+    outside it.
 
     Returns:
-        ``(batch, weights version, raw reward)``; the raw reward is the rollout's own
-        ``("next", "reward")`` when a later fragment of the chain replaced it (reward
-        scaling), for the driver's episode statistics, else ``None``.
+        ``(batch, state version, raw reward, produced state)``; the raw reward is the
+        rollout's own ``("next", "reward")`` when a later fragment of the chain replaced it
+        (reward scaling), for the driver's episode statistics, else ``None``; the produced
+        state is each fragment's :meth:`~torchfrag.fragments.Fragment.produced_state` values
+        after the run (merged back on the driver).
     """
     with _WORKER["lock"]:
-        if weights is not None:
-            _load_flat(_WORKER["params"], weights)
-            _WORKER["version"] = version
         chain = _WORKER.get("chain") or [_WORKER["fragment"]]
+        if state is not None:
+            for frag, keys, values in zip(chain, _WORKER["state_keys"], state):
+                frag.load_shared_state(dict(zip(keys, values)))
+            _WORKER["version"] = version
         raw = None
         with torch.inference_mode():
             batch = chain[0]()
@@ -241,7 +235,8 @@ def _remote_rollout(weights: torch.Tensor | None,
                 batch = frag(batch)
         if raw is not None and batch.get(_REWARD) is raw:
             raw = None
-        return batch, int(_WORKER.get("version", 0)), raw
+        produced = [[v.detach().clone() for v in frag.produced_state().values()] for frag in chain]
+        return batch, int(_WORKER.get("version", 0)), raw, produced
 
 
 def _remote_env_reset() -> TensorDictBase:
@@ -252,12 +247,12 @@ def _remote_env_step(td: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase
     return _WORKER["env"].step_and_maybe_reset(td)
 
 
-def _remote_dp_setup(rank: int, world: int, addr: str, port: int, backend: str, timeout: float) -> bool:
+def _remote_dp_setup(rank: int, world: int, init_method: str, backend: str, timeout: float) -> bool:
     import datetime
 
     import torch.distributed as dist
 
-    dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world,
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=timeout))
     _WORKER["pg"] = True
     _install_allreduce(_WORKER["graph"], world)
@@ -281,86 +276,42 @@ def _remote_dp_iterate() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# data parallel: an optimizer that all-reduces gradients before clipping and stepping
-class AllReduceOptimizer:
-    """Wraps an optimizer: ``step()`` averages gradients over the process group, clips, steps.
-
-    Args:
-        optimizer: The wrapped optimizer.
-        params: Parameters whose gradients are averaged (in a fixed order on every rank).
-        world: Number of ranks.
-        max_grad_norm: Clip the averaged gradient to this norm (``None``: no clipping).
-    """
-
-    def __init__(self, optimizer: torch.optim.Optimizer, params: Sequence[nn.Parameter], world: int,
-                 max_grad_norm: float | None) -> None:
-        self.optimizer = optimizer
-        self.params = list(params)
-        self.world = int(world)
-        self.max_grad_norm = max_grad_norm
-        self.allreduce_bytes = 0
-        self.allreduce_calls = 0
-
-    @property
-    def param_groups(self) -> list[dict[str, Any]]:
-        return self.optimizer.param_groups
-
-    @property
-    def state(self) -> Any:
-        return self.optimizer.state
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.optimizer.zero_grad(set_to_none=set_to_none)
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.optimizer.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state)
-
-    def step(self, closure: Any = None) -> Any:
-        import torch.distributed as dist
-
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(flat)
-        flat.div_(self.world)
-        i = 0
-        for p, g in zip(self.params, grads):
-            n = p.numel()
-            p.grad = flat[i:i + n].view_as(p).clone() if p.grad is None else p.grad.copy_(flat[i:i + n].view_as(p))
-            i += n
-        self.allreduce_bytes += flat.numel() * flat.element_size()
-        self.allreduce_calls += 1
-        if self.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
-        return self.optimizer.step(closure)
-
-
-def _install_allreduce(graph: FragmentGraph, world: int) -> list[AllReduceOptimizer]:
+# data parallel: gradients averaged through each learner's declared gradient-sync hook
+def _allreduce_mean(world: int) -> Any:
     import torch.distributed as dist
 
-    from torchfrag.fragments import Learn
+    def reduce(flat: torch.Tensor) -> None:
+        dist.all_reduce(flat)
+        flat.div_(world)
 
-    wrapped = []
+    return reduce
+
+
+def _install_allreduce(graph: FragmentGraph, world: int) -> list[tuple[Any, Any]]:
+    """Broadcasts rank 0's state, installs the gradient sync of every learner; ``[(optimizer, undo)]``."""
+    import torch.distributed as dist
+
+    from torchfrag.policies.base import PolicyError
+
+    # Every rank starts from rank 0's state (parameters and buffers), in the graph's node order.
+    seen: set[int] = set()
+    with torch.no_grad():
+        for n in graph.nodes:
+            for k, t in n.module.shared_state().items():
+                if k.startswith("produced.") or id(t) in seen or t.dtype == torch.bool:
+                    continue
+                seen.add(id(t))
+                dist.broadcast(t.data, src=0)
+    out = []
     for n in graph.nodes:
         frag = n.module
-        if isinstance(frag, Learn) and not isinstance(frag.optimizer, AllReduceOptimizer):
-            params = list(frag._params)
-            # Every rank starts from rank 0's weights.
-            with torch.no_grad():
-                for p in params:
-                    dist.broadcast(p.data, src=0)
-            opt = AllReduceOptimizer(frag.optimizer, params, world, frag.max_grad_norm)
-            frag.max_grad_norm = None
-            frag.optimizer = opt
-            wrapped.append(opt)
-    if not wrapped:
-        from torchfrag.policies.base import PolicyError
-
-        raise PolicyError("data_parallel needs a Learn fragment in the loop (its optimizer is wrapped "
-                          "to all-reduce gradients)")
-    return wrapped
+        if frag.has_gradient_sync():
+            undo = frag.install_gradient_sync(_allreduce_mean(world))
+            out.append((getattr(frag, "optimizer", None), undo))
+    if not out:
+        raise PolicyError("data_parallel needs a fragment that owns an optimizer and declares "
+                          "gradient sync (Fragment.has_gradient_sync)")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -459,16 +410,18 @@ class _ActorsStub(nn.Module):
         batches: list[TensorDictBase | None] = [None] * len(actors)
         raws: list[torch.Tensor | None] = [None] * len(actors)
         answered: set[int] = set()
+        produced: list[list[list[torch.Tensor]]] = []
         for _ in range(len(actors)):
             # In arrival order: the per-env fragments run on one batch while the others travel.
             j = self._next_arrival(arrived, [w for k, w in enumerate(actors) if k not in answered])
             answered.add(j)
             try:
-                batch, _, raw = ex.calls.wait_one(futs[j], actors[j])
+                batch, _, raw, made = ex.calls.wait_one(futs[j], actors[j])
             except WorkerError as err:
                 if not ex.continue_on_failure(actors[j], err):
                     raise
                 continue
+            produced.append(made)
             if ex.arrival_chain:
                 batch, raw = _run_chain(ex.arrival_chain, batch, raw)
             batches[j], raws[j] = batch, raw
@@ -476,7 +429,13 @@ class _ActorsStub(nn.Module):
         if not got:
             raise WorkerError("every actor failed")
         kept = [r for b, r in zip(batches, raws) if b is not None]
+        ex.merge_produced(produced)
         batch = torch.cat(got, dim=0) if len(got) > 1 else got[0]
+        if not ex.failed and not ex.full_frames:
+            ex.full_frames = batch.numel()
+        elif ex.full_frames:
+            # Fewer actors than asked answer (on_failure=continue): fewer frames.
+            ex.frames_missing += max(0, ex.full_frames - batch.numel())
         ex.account(batch, _cat_raw(kept))
         return batch
 
@@ -552,11 +511,11 @@ class _AsyncActorsStub(nn.Module):
             self.__dict__["started"] = True
             self.start()
         need = int(ex.policy.batches_per_learn or len(ex.actors))
-        batches, lags, raws = [], [], []
+        batches, lags, raws, produced = [], [], [], []
         while len(batches) < need:
             fut, worker = self._next()
             try:
-                batch, version, raw = ex.calls.wait_one(fut, worker)
+                batch, version, raw, made = ex.calls.wait_one(fut, worker)
             except WorkerError as err:
                 if not ex.continue_on_failure(worker, err):
                     raise
@@ -571,8 +530,10 @@ class _AsyncActorsStub(nn.Module):
             batches.append(batch)
             raws.append(raw)
             lags.append(lag)
+            produced.append(made)
         ex.lags.extend(lags)
         ex.last_lag = lags
+        ex.merge_produced(produced)
         batch = torch.cat(batches, dim=0) if len(batches) > 1 else batches[0]
         ex.account(batch, _cat_raw(raws))
         return batch
@@ -634,21 +595,36 @@ class _RpcExecutor:
     last_lag: list[int] = field(default_factory=list)
     dropped: int = 0
     failed: list[str] = field(default_factory=list)
+    frames_missing: int = 0
+    full_frames: int = 0
     rollout_node: str | None = None
     arrival_chain: list[nn.Module] = field(default_factory=list)
-    params: list[nn.Parameter] = field(default_factory=list)
     iteration: int = 0
-    dp_opts: list[AllReduceOptimizer] = field(default_factory=list)
+    dp_opts: list[tuple[Any, Any]] = field(default_factory=list)
+    state_frags: list[Any] = field(default_factory=list)
 
-    def weights_for_sync(self, force: bool = False) -> torch.Tensor | None:
+    def weights_for_sync(self, force: bool = False) -> list[list[torch.Tensor]] | None:
+        """The actors' chain state to send with this request (``None``: no sync this iteration)."""
         every = int(getattr(self.policy, "sync_every", 1))
         if self.synced_version == self.version:
-            return None if not force else self._flat_cached
+            return None if not force else self._state_cached
         if not force and self.synced_version >= 0 and self.iteration % every != 0:
             return None
-        self._flat_cached = _flat(self.params)
+        self._state_cached = [[t.detach().clone() for t in f.shared_state().values()]
+                              for f in self.state_frags]
         self.synced_version = self.version
-        return self._flat_cached
+        return self._state_cached
+
+    def merge_produced(self, produced: Sequence[list[list[torch.Tensor]]]) -> None:
+        """Folds the actors' produced state (running statistics) into the driver's fragments."""
+        if not produced:
+            return
+        for i, frag in enumerate(self.state_frags):
+            base = {k: v.detach().clone() for k, v in frag.produced_state().items()}
+            if not base:
+                continue
+            keys = list(base)
+            frag.merge_produced_state(base, [dict(zip(keys, p[i])) for p in produced])
 
     def account(self, batch: TensorDictBase, reward: torch.Tensor | None = None) -> None:
         """Frames and episode stats of a gathered batch, kept on the driver's rollout fragment.
@@ -726,6 +702,13 @@ def run_policy(
                           "picklable loop factory: run(..., factory=PPOFactory(...)) or set loop.factory")
     _check_picklable(factory, policy)
     _check_env_split(graph, policy, placement, factory)
+    from torchfrag.policies.base import rollout_nodes
+    from torchfrag.policies.contract import check_factory
+
+    placed = [n for n, r in placement.roles.items() if r != "learner"] + list(placement.env_split)
+    found = [n for n in placed + rollout_nodes(graph)
+             if n in rollout_nodes(graph) and getattr(graph.fragment(n), "env", None) is not None]
+    check_factory(factory, placement, _envs_of(graph, factory, found[0]) if found else None)
     cluster = Cluster(policy.num_workers, timeout=policy.timeout, addr=policy.master_addr,
                       port=policy.master_port)
     stats = CommStats()
@@ -743,7 +726,7 @@ def run_policy(
         for i in range(start, start + iterations):
             ex.iteration = i - start
             out = fn(*args) if fn is not None else None
-            if policy.name == "data_parallel":
+            if placement.kind == "replicated_loop":
                 out = _dp_finish(ex, out)
             ex.version += 1
             if ex.last_lag and isinstance(out, TensorDictBase):
@@ -755,23 +738,28 @@ def run_policy(
                 break
     finally:
         cluster.shutdown()
-        if policy.name == "data_parallel":
+        if placement.kind == "replicated_loop":
             import torch.distributed as dist
 
             if dist.is_initialized():
                 with contextlib.suppress(Exception):
                     dist.destroy_process_group()
-            for opt in ex.dp_opts:  # give the driver's learn fragment its optimizer back
-                _uninstall_allreduce(graph, opt)
+            for _opt, undo in ex.dp_opts:  # give the driver's learners their optimizers back
+                undo()
     seconds = time.perf_counter() - t0
+    if ex.frames_missing:
+        logger.warning("policy %s: %d frames fewer than asked were collected (failed actors: %s; "
+                       "on_failure=continue)", policy.name, ex.frames_missing, ", ".join(ex.failed))
     extra = {"comm": stats.per_iteration(done), "comm_total": stats, "failed": list(ex.failed),
+             "frames_missing": ex.frames_missing,
              "policy": policy.name}
     if ex.lags:
         extra["policy_lag"] = {"mean": sum(ex.lags) / len(ex.lags), "max": max(ex.lags),
                                "dropped": ex.dropped, "batches": len(ex.lags)}
     if ex.dp_opts:
-        extra["comm"]["allreduce_bytes"] = sum(o.allreduce_bytes for o in ex.dp_opts) / max(1, done)
-        extra["comm"]["allreduce_calls"] = sum(o.allreduce_calls for o in ex.dp_opts) / max(1, done)
+        opts = [o for o, _ in ex.dp_opts if o is not None]
+        extra["comm"]["allreduce_bytes"] = sum(getattr(o, "reduced_bytes", 0) for o in opts) / max(1, done)
+        extra["comm"]["allreduce_calls"] = sum(getattr(o, "reduce_calls", 0) for o in opts) / max(1, done)
     return RunResult(graph, done, out, seconds, stopped, extra)
 
 
@@ -804,21 +792,21 @@ def _envs_of(graph: FragmentGraph, factory: Any, node: str) -> int:
 
 def _check_env_split(graph: FragmentGraph, policy: Any, placement: Any, factory: Any) -> None:
     """Fails (before any process starts) when the envs cannot be split over the workers."""
-    from torchfrag.policies.base import PolicyError, env_nodes, rollout_nodes
+    from torchfrag.policies.base import PolicyError, rollout_nodes
 
-    name = policy.name
-    if name in ("actors", "async_actors"):
-        nodes = placement.nodes_of("actor")
+    name, kind = policy.name, placement.kind
+    if kind in ("replicated_rollout", "async_replicated_rollout"):
+        nodes = [n for n, r in placement.roles.items() if r != "learner"]
         if not nodes or nodes[0] not in rollout_nodes(graph):
             raise PolicyError(f"policy {name} places {nodes} on the actors; a rollout fragment "
                               "(and the chain after it) is needed")
-        if policy.envs_per_actor is None:
+        if getattr(policy, "envs_per_actor", None) is None:
             total = _envs_of(graph, factory, nodes[0])
             if total < policy.num_workers:
                 raise PolicyError(f"policy {name}: {policy.num_workers} actors but the loop has only "
                                   f"{total} envs (set policy.envs_per_actor or use fewer actors)")
-    elif name == "central_inference":
-        nodes = env_nodes(graph)
+    elif kind == "env_calls":
+        nodes = list(placement.env_split)
         if not nodes:
             raise PolicyError(f"policy {name} needs a rollout fragment with an env in the loop")
         total = int(graph.fragment(nodes[0]).env.batch_size.numel())
@@ -828,15 +816,16 @@ def _check_env_split(graph: FragmentGraph, policy: Any, placement: Any, factory:
 
 
 def _prepare(ex: _RpcExecutor, placement: Any, replace: dict[str, nn.Module]) -> Any:
-    from torchfrag.policies.base import env_nodes, rollout_nodes
+    from torchfrag.policies.base import rollout_nodes
     from torchfrag.policies.factory import EnvSlice
 
     policy, graph, calls = ex.policy, ex.graph, ex.calls
     workers = ex.cluster.workers
     extra = {"env_threads": getattr(policy, "env_threads", None), "seed": getattr(ex.factory, "seed", 0)}
-    name = policy.name
-    if name in ("actors", "async_actors"):
-        chain = placement.nodes_of("actor")  # the rollout, then (optionally) per-env fragments
+    name, kind = policy.name, placement.kind
+    if kind in ("replicated_rollout", "async_replicated_rollout"):
+        # the rollout, then (optionally) per-env fragments
+        chain = [n for n, r in placement.roles.items() if r != "learner"]
         if not chain:
             from torchfrag.policies.base import PolicyError
 
@@ -845,7 +834,7 @@ def _prepare(ex: _RpcExecutor, placement: Any, replace: dict[str, nn.Module]) ->
         ex.rollout_node = node if node in rollout_nodes(graph) else None
         total = _total_envs(ex, node)
         n = len(workers)
-        if policy.envs_per_actor is None:
+        if getattr(policy, "envs_per_actor", None) is None:
             if total < n:
                 from torchfrag.policies.base import PolicyError
 
@@ -861,12 +850,14 @@ def _prepare(ex: _RpcExecutor, placement: Any, replace: dict[str, nn.Module]) ->
                 for i, (w, o, s) in enumerate(zip(workers, offsets, sizes))]
         calls.wait(futs, workers, count_bytes=False)
         ex.actors = list(workers)
-        ex.params = _chain_parameters([graph.fragment(n) for n in chain])
-        stub = _ActorsStub(ex, node) if name == "actors" else _AsyncActorsStub(ex, node)
+        ex.state_frags = [graph.fragment(n) for n in chain]
+        steps = getattr(graph.fragment(node), "steps", None)
+        ex.full_frames = int(steps) * all_envs if isinstance(steps, int) else 0
+        stub = _ActorsStub(ex, node) if kind == "replicated_rollout" else _AsyncActorsStub(ex, node)
         replace[graph.node(node).target] = stub
         for other in chain[1:]:  # ran on the actors: the stub's batch already went through them
             replace[graph.node(other).target] = _Passthrough()
-        if name == "actors" and getattr(policy, "advantage", "learner") == "on_arrival":
+        if kind == "replicated_rollout" and getattr(policy, "advantage", "learner") == "on_arrival":
             # The per-env fragments left on the learner right after the actors' chain run on
             # each actor's batch as it arrives (in the stub), not on the gathered batch.
             from torchfrag.policies.base import per_env_chain
@@ -880,8 +871,8 @@ def _prepare(ex: _RpcExecutor, placement: Any, replace: dict[str, nn.Module]) ->
         calls.stats.calls = 0
         calls.stats.bytes_sent = 0
         return _graph_module_with(graph, replace)
-    if name == "central_inference":
-        node = env_nodes(graph)[0]
+    if kind == "env_calls":
+        node = next(iter(placement.env_split))
         ex.rollout_node = node
         ro = graph.fragment(node)
         total = int(ro.env.batch_size.numel())
@@ -905,14 +896,19 @@ def _prepare(ex: _RpcExecutor, placement: Any, replace: dict[str, nn.Module]) ->
         calls.stats.bytes_sent = 0
         calls.stats.bytes_received = 0
         return _graph_module_with(graph, replace)
-    if name == "data_parallel":
+    if kind == "replicated_loop":
         from torchfrag.runtime.launcher import free_port
 
         world = policy.workers
         found = rollout_nodes(graph)
         ex.rollout_node = found[0] if found else None
         total = _total_envs(ex, found[0]) if found else 0
-        pg_port = free_port(ex.cluster.addr) if not ex.cluster.torchrun else ex.cluster.port + 1
+        if ex.cluster.torchrun:
+            pg_init = f"tcp://{ex.cluster.addr}:{ex.cluster.port + 1}"
+        elif ex.cluster.store_dir is not None:
+            pg_init = ex.cluster.rendezvous("process_group")
+        else:
+            pg_init = f"tcp://{ex.cluster.addr}:{free_port(ex.cluster.addr)}"
         futs = []
         for i, w in enumerate(workers):
             rank = i + 1
@@ -923,13 +919,13 @@ def _prepare(ex: _RpcExecutor, placement: Any, replace: dict[str, nn.Module]) ->
             futs.append(calls.call(w, _remote_setup, ex.factory, sl, "replica", None, seed_off, extra,
                                    timeout=policy.timeout))
         calls.wait(futs, workers, count_bytes=False)
-        futs = [calls.call(w, _remote_dp_setup, i + 1, world, ex.cluster.addr, pg_port, policy.backend,
+        futs = [calls.call(w, _remote_dp_setup, i + 1, world, pg_init, policy.backend,
                            policy.timeout) for i, w in enumerate(workers)]
         import datetime
 
         import torch.distributed as dist
 
-        dist.init_process_group(policy.backend, init_method=f"tcp://{ex.cluster.addr}:{pg_port}", rank=0,
+        dist.init_process_group(policy.backend, init_method=pg_init, rank=0,
                                 world_size=world, timeout=datetime.timedelta(seconds=policy.timeout))
         ex.dp_opts = _install_allreduce(graph, world)
         calls.wait(futs, workers, count_bytes=False)
@@ -939,7 +935,7 @@ def _prepare(ex: _RpcExecutor, placement: Any, replace: dict[str, nn.Module]) ->
         return _DPIteration(ex)
     from torchfrag.policies.base import PolicyError
 
-    raise PolicyError(f"policy {name} does not run on the RPC executor")
+    raise PolicyError(f"policy {name}: a placement of kind {kind!r} runs in process, not on the RPC executor")
 
 
 class _CentralAccounting(nn.Module):
@@ -982,13 +978,3 @@ def _dp_finish(ex: _RpcExecutor, out: Any) -> Any:
             totals[j] = int(r["frames"])
             ro.frames += new
     return out
-
-
-def _uninstall_allreduce(graph: FragmentGraph, opt: AllReduceOptimizer) -> None:
-    from torchfrag.fragments import Learn
-
-    for n in graph.nodes:
-        frag = n.module
-        if isinstance(frag, Learn) and frag.optimizer is opt:
-            frag.optimizer = opt.optimizer
-            frag.max_grad_norm = opt.max_grad_norm

@@ -1,0 +1,109 @@
+"""The loop-factory contract, checked on the driver before any worker process starts.
+
+A policy that runs fragments on workers builds them there by calling the run's
+picklable factory: ``factory(env_slice)`` with an
+:class:`~torchfrag.policies.factory.EnvSlice` (or ``None`` for the whole loop) must
+return the same loop with only the slice's envs. :func:`check_factory` calls the
+factory once on the driver with the first worker's slice and checks that it takes
+the argument and that the env count of the rollout equals the slice's.
+
+Example:
+    >>> from torchfrag.policies.contract import accepts_env_slice
+    >>> accepts_env_slice(lambda env_slice=None: None), accepts_env_slice(lambda: None)
+    (True, False)
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from typing import Any
+
+from torchfrag.graph import capture
+from torchfrag.policies.base import Placement, PolicyError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["accepts_env_slice", "check_factory", "first_slice"]
+
+
+def accepts_env_slice(factory: Any) -> bool:
+    """Whether ``factory`` can be called with one positional argument (the env slice)."""
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return True  # builtins and C callables: cannot tell, the call itself will say
+    try:
+        sig.bind(None)
+    except TypeError:
+        return False
+    return True
+
+
+def first_slice(placement: Placement, total: int) -> Any:
+    """The env slice the first worker gets (``None`` when the placement gives workers no slice)."""
+    from torchfrag.policies.factory import EnvSlice
+
+    policy, kind = placement.policy, placement.kind
+    if kind in ("replicated_rollout", "async_replicated_rollout"):
+        per = getattr(policy, "envs_per_actor", None)
+        n = policy.num_workers
+        if per is not None:
+            return EnvSlice(0, int(per), int(per) * n, 0, 1)
+        count = total // n + (1 if total % n else 0)
+        return EnvSlice(0, count, total, 0, 1)
+    if kind == "env_calls":
+        n = policy.num_workers
+        count = total // n + (1 if total % n else 0)
+        return EnvSlice(0, count, total, 0, 1)
+    if kind == "replicated_loop" and not getattr(policy, "replicate_envs", False):
+        return EnvSlice(total, total, total * int(getattr(policy, "workers", 1)), 1, 1)
+    return None
+
+
+def _env_count(loop: Any) -> int | None:
+    graph = capture(loop)
+    for n in graph.nodes:
+        if getattr(n.module, "role", None) == "rollout":
+            env = getattr(n.module, "env", None)
+            if env is not None:
+                return int(env.batch_size.numel())
+    return None
+
+
+def check_factory(factory: Any, placement: Placement, total: int | None) -> None:
+    """Raises :class:`PolicyError` when ``factory`` breaks the contract (see the module docstring).
+
+    Args:
+        factory: The run's loop factory.
+        placement: The placement (its kind says which slice the first worker gets).
+        total: Envs of the driver's loop (``None``: no env to slice; only the signature is checked).
+    """
+    name = placement.policy.name
+    if not accepts_env_slice(factory):
+        raise PolicyError(
+            f"policy {name}: the loop factory {factory!r} must take the env slice: "
+            "def factory(env_slice=None) -> loop, building only env_slice.count envs "
+            "(env_slice.offset ... of env_slice.total) when it is given")
+    if total is None:
+        return
+    sl = first_slice(placement, total)
+    if sl is None:
+        return
+    try:
+        loop = factory(sl)
+    except Exception as err:  # noqa: BLE001 - reported with the contract
+        raise PolicyError(f"policy {name}: the loop factory failed when called with {sl} ({err!r}); "
+                          "it must build the loop for that env slice") from None
+    try:
+        got = _env_count(loop)
+    finally:
+        close = getattr(loop, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()
+    if got is not None and got != sl.count:
+        raise PolicyError(
+            f"policy {name}: the loop factory ignores its env slice: called with {sl} it built "
+            f"a rollout over {got} envs, not {sl.count}; build env_slice.count envs (seeded with "
+            "torchfrag.policies.factory.slice_seeds(seed, env_slice)) when env_slice is given")

@@ -111,3 +111,17 @@ def test_multisync_collector_with_poolenv_instances() -> None:
     assert sum(b.numel() for b in batches) == 40
     for e in envs:
         e.close()
+
+
+def test_env_id_with_float32_observations() -> None:
+    env_id = "HalfCheetah-v5" if "HalfCheetah-v5" in list_envs() else "Pendulum-v1"
+    probe = PoolEnv(env_id, 1, info_keys=[])
+    n_obs = probe.observation_spec["observation"].shape[-1]
+    n_act = probe.action_spec.shape[-1]
+    probe.close()
+    c = PoolCollector(env_id, _linear_policy(n_obs, n_act), num_envs=2, frames_per_batch=20,
+                      total_frames=20, observation_dtype=torch.float32)
+    (b,) = list(c)
+    assert b["observation"].dtype == b["next", "observation"].dtype == torch.float32
+    assert b.batch_size == (2, 10)
+    c.shutdown()

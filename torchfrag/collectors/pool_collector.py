@@ -60,6 +60,8 @@ TORCHRL_COLLECTOR_ARGS = frozenset(inspect.signature(Collector.__init__).paramet
 _POOL_PATH_ANY = frozenset({"device", "storing_device", "policy_device", "replay_buffer",
                             "exploration_type", "split_trajs", "postproc", "trust_policy",
                             "use_buffers", "no_cuda_sync", "post_collect_hook"})
+# PoolEnv options that change its conventions (not env options of the pool).
+_POOL_ENV_CONVENTIONS = ("categorical_action_encoding", "from_pixels", "observation_dtype")
 # Arguments the pool path supports at these values only (TorchRL's defaults);
 # other values are served by TorchRL's own Collector over a PoolEnv.
 _POOL_PATH_DEFAULTS: dict[str, tuple[Any, ...]] = {
@@ -225,6 +227,9 @@ class PoolCollector(BaseCollector):
     - a plain :class:`~torchfrag.envs.PoolEnv`: the same fast path over a new
       pool built from that env's arguments (id, ``num_envs``, seed, options,
       info keys; the env itself is not stepped);
+    - an env id with ``PoolEnv`` convention options (``observation_dtype=torch.float32``,
+      ``categorical_action_encoding=False``, ``from_pixels=True``): that ``PoolEnv``,
+      run as below;
     - anything else TorchRL's ``Collector`` takes (a ``TransformedEnv`` over a
       ``PoolEnv`` such as ``DoubleToFloat``/``VecNorm``/``RewardSum``, a
       ``PoolEnv`` subclass overriding ``_step``/``_reset``, any ``EnvBase``, or
@@ -324,6 +329,11 @@ class PoolCollector(BaseCollector):
                         if k not in _POOL_PATH_DEFAULTS or not any(
                             v is d or (type(v) is type(d) and v == d)
                             for d in _POOL_PATH_DEFAULTS[k])}
+        # PoolEnv's convention options (observation_dtype=torch.float32 for MuJoCo, ...):
+        # with an env id they select a PoolEnv run by TorchRL's Collector.
+        env_conventions = {k: options.pop(k) for k in _POOL_ENV_CONVENTIONS if k in options}
+        if isinstance(create_env_fn, str) and env_conventions:
+            generic_only = {**generic_only, **env_conventions}
         self._delegate: Collector | None = None
         if not isinstance(create_env_fn, (str, EnvBase)) and not callable(create_env_fn):
             raise TypeError(f"PoolCollector: create_env_fn must be an env id, an env or a function"
@@ -347,8 +357,10 @@ class PoolCollector(BaseCollector):
         elif not isinstance(create_env_fn, str) or generic_only:
             if isinstance(create_env_fn, str):
                 create_env_fn = PoolEnv(create_env_fn, num_envs, num_threads=num_threads,
-                                        seed=seed, info_keys=list(info_keys), **options)
-            elif options:
+                                        seed=seed, info_keys=list(info_keys), **env_conventions,
+                                        **options)
+            elif options or env_conventions:
+                options = {**options, **env_conventions}
                 raise ValueError(f"PoolCollector: env options {sorted(options)} apply to an env id"
                                  " only; pass them to the env you give, or use TorchRL"
                                  f" collector arguments (one of {sorted(TORCHRL_COLLECTOR_ARGS)})")

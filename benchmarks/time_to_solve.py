@@ -109,6 +109,12 @@ TASKS: dict[str, Task] = {
         cleanrl="cleanrl/dqn.py", cleanrl_args=["--env-id", "CartPole-v1", "--total-timesteps", "500000"],
         torchrl="sota-implementations/dqn/dqn_cartpole.py", torchrl_args=["device=cpu"],
         torchrl_csv="train/episode_reward.csv"),
+    # torchfrag with CleanRL's dqn.py hyper-parameters (the dqn_cleanrl preset): same recipe, both sides
+    "dqn-cartpole-cleanrl-recipe": Task(
+        env="CartPole-v1", target=475.0, frames=500_000,
+        torchfrag=["algo=dqn_cleanrl", "env=CartPole-v1"],
+        cleanrl="cleanrl/dqn.py", cleanrl_args=["--env-id", "CartPole-v1", "--total-timesteps", "500000"],
+        torchrl=None, torchrl_missing="TorchRL's dqn_cartpole.py has its own recipe (see dqn-cartpole)"),
     "ppo-halfcheetah": Task(
         env="HalfCheetah-v5", target=3000.0, frames=1_000_000,
         torchfrag=["algo=ppo_mujoco", "env=HalfCheetah-v5"],

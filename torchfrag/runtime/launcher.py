@@ -171,7 +171,7 @@ def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: floa
     import torch.distributed.rpc as rpc_mod
     from torch.distributed import rpc
 
-    from torchfrag.runtime import rpc as rt
+    from torchfrag.runtime import worker as rt
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
@@ -200,7 +200,7 @@ def _spawn_main(rank: int, world_size: int, addr: str, port: int, timeout: float
     parent = int(os.environ.get("TORCHFRAG_DRIVER_PID", "0")) or None
     if parent is not None and os.getppid() != parent:
         os._exit(1)  # the driver died before PR_SET_PDEATHSIG took effect
-    from torchfrag.runtime import rpc as rt
+    from torchfrag.runtime import worker as rt
 
     rt._WORKER["parent"] = parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -383,7 +383,7 @@ class Cluster:
         """Asks every worker to stop, shuts RPC down, reaps (or kills) the processes."""
         from torch.distributed import rpc
 
-        from torchfrag.runtime import rpc as rt
+        from torchfrag.runtime import worker as rt
 
         if self.started:
             futs = []

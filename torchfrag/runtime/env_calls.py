@@ -1,0 +1,111 @@
+"""Executor for ``env_calls`` placements (``central_inference``).
+
+The rollout stays on the driver; its env step becomes one call per env worker per step
+(action slice out, transitions in). Actions are sampled on the driver, so the run equals
+``local`` bit for bit.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+from torchrl.envs.utils import set_exploration_type
+
+from torchfrag.runtime.comm import RpcExecutor, graph_module_with, split_sizes
+from torchfrag.runtime.worker import _remote_env_reset, _remote_env_step, _remote_setup, worker_extra
+
+__all__ = ["prepare_env_calls"]
+
+
+class _CentralRollout(nn.Module):
+    """The driver's rollout under ``central_inference``: act here, env steps on the env workers."""
+
+    def __init__(self, ex: RpcExecutor, rollout: Any, sizes: list[int]) -> None:
+        super().__init__()
+        self.__dict__["ex"] = ex
+        self.__dict__["rollout"] = rollout
+        self.sizes = sizes
+        self.__dict__["carry"] = None
+
+    def forward(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        ex, ro = self.ex, self.rollout
+        envs = list(ex.env_workers)
+        carry = tensordict if tensordict is not None else self.carry
+        if carry is None:
+            futs = [ex.calls.call(w, _remote_env_reset) for w in envs]
+            carry = torch.cat(ex.calls.wait(futs, envs), dim=0)
+        act = ro.body.act
+        out = []
+        itype = getattr(ro, "_itype", None)
+        ctx = set_exploration_type(itype) if itype is not None else contextlib.nullcontext()
+        with torch.no_grad(), ctx:
+            return self._steps(ex, ro, act, carry, envs, out)
+
+    def _steps(self, ex: Any, ro: Any, act: Any, carry: TensorDictBase, envs: list[str],
+               out: list[TensorDictBase]) -> TensorDictBase:
+        for _ in range(ro.steps):
+            carry = act(carry)
+            parts = carry.split(self.sizes, dim=0)
+            futs = [ex.calls.call(w, _remote_env_step, part) for w, part in zip(envs, parts)]
+            results = ex.calls.wait(futs, envs)
+            transition = torch.cat([r[0] for r in results], dim=0)
+            carry = torch.cat([r[1] for r in results], dim=0)
+            out.append(transition)
+        self.__dict__["carry"] = carry
+        batch = torch.stack(out, dim=ro._time_dim)
+        ex.account(batch)
+        return batch
+
+
+class _CentralAccounting(nn.Module):
+    def __init__(self, central: _CentralRollout, rollout: Any) -> None:
+        super().__init__()
+        self.central = central
+        self.__dict__["rollout"] = rollout
+
+    def forward(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        batch = self.central(tensordict)
+        ro = self.rollout
+        ro.frames += batch.numel()
+        if ro._time_dim == 1:
+            nxt = batch.get("next")
+            ro.stats.update(nxt.get("reward"), nxt.get("done"))
+        return batch
+
+
+def prepare_env_calls(ex: RpcExecutor, placement: Any, replace: dict[str, nn.Module]) -> Any:
+    """Sets the env workers up; returns the driver's placed graph module."""
+    from torchfrag.policies.base import rollout_nodes
+    from torchfrag.policies.factory import EnvSlice
+
+    policy, graph, calls = ex.policy, ex.graph, ex.calls
+    workers = ex.cluster.workers
+    extra = worker_extra(ex, placement)
+    name, kind = policy.name, placement.kind
+    node = next(iter(placement.env_split))
+    ex.rollout_node = node
+    ro = graph.fragment(node)
+    total = int(ro.env.batch_size.numel())
+    n = len(workers)
+    if total < n:
+        from torchfrag.policies.base import PolicyError
+
+        raise PolicyError(f"policy {name}: {n} env workers but the loop has only {total} envs")
+    sizes = split_sizes(total, n)
+    offsets = [sum(sizes[:i]) for i in range(n)]
+    futs = [calls.call(w, _remote_setup, ex.factory, EnvSlice(o, s, total, i, i + 1), "env", node, None,
+                       extra, timeout=policy.timeout)
+            for i, (w, o, s) in enumerate(zip(workers, offsets, sizes))]
+    calls.wait(futs, workers, count_bytes=False)
+    ex.env_workers = list(workers)
+    central = _CentralRollout(ex, ro, sizes)
+    ex.rollout_node = None  # _CentralRollout accounts itself
+    ex.__dict__["central_rollout"] = node
+    replace[graph.node(node).target] = _CentralAccounting(central, ro)
+    calls.stats.calls = 0
+    calls.stats.bytes_sent = 0
+    calls.stats.bytes_received = 0
+    return graph_module_with(graph, replace)

@@ -289,8 +289,10 @@ class PoolEnv(EnvBase):
                              f" env), got {num_envs!r}")
         if isinstance(info_keys, str):
             if info_keys != "default":
-                raise ValueError(f"PoolEnv: info_keys must be a list of info names, None (all)"
-                                 f" or left out, got {info_keys!r}")
+                # Iterating a string would look up 's', 't', ...: refuse it by name.
+                raise TypeError(f"PoolEnv: info_keys must be a sequence of info names, got the "
+                                f"string {info_keys!r}; write [{info_keys!r}], None (all) or leave"
+                                " it out")
             info_keys = None if batched else []
         if isinstance(observation_dtype, str):
             dtype = getattr(torch, observation_dtype, None)

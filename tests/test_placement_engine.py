@@ -323,7 +323,8 @@ def test_explain_is_pure():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", ["local", "actors"])
+@pytest.mark.parametrize("policy", ["local", *DISTRIBUTED, {"name": "single_device", "device_name": "cpu",
+                                                              "compile": False}])
 def test_reinforce_learns_cartpole(policy):
     f = ReinforceFactory(num_envs=8, steps=64)
     loop = f()

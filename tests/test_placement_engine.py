@@ -323,7 +323,8 @@ def test_explain_is_pure():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", ["local", "actors"])
+@pytest.mark.parametrize("policy", ["local", *DISTRIBUTED, {"name": "single_device", "device_name": "cpu",
+                                                              "compile": False}])
 def test_reinforce_learns_cartpole(policy):
     f = ReinforceFactory(num_envs=8, steps=64)
     loop = f()
@@ -629,3 +630,20 @@ def test_worker_stopped_during_startup_honours_timeout():
     line = next((ln for ln in out.splitlines() if ln.startswith("timeout")), None)
     assert line is not None and "is stopped" in line, out[-2000:]
     assert int(line.split()[1]) < 40  # policy.timeout (5 s) after it stopped, not the 90 s allowance
+
+
+def test_devices_per_role_reach_the_workers():
+    from torchfrag.runtime.worker import worker_extra
+
+    loop = ReinforceFactory()()
+    g = capture(loop)
+    policy = as_policy({"name": "actors", "devices": {"learner": "cpu", "actor": "cpu"}})
+    placement = policy.place(g)
+    ex = type("Ex", (), {"policy": policy, "factory": ReinforceFactory()})()
+    assert worker_extra(ex, placement)["device"] == "cpu"
+    assert "actor" in explain(g, policy, show=False)
+    with pytest.raises(PolicyError, match="devices names role 'env'"):
+        as_policy({"name": "actors", "devices": {"env": "cpu"}}).place(g)
+    res = run(g, policy, iterations=1, factory=ReinforceFactory())
+    assert wait_no_children() == [] and res.iterations == 1
+    loop.close()

@@ -77,9 +77,11 @@ def run(
 ) -> RunResult:
     """Runs a captured loop ``iterations`` times under a distribution policy.
 
-    Only ``policy="local"`` (everything in this process) exists so far. The
-    executor calls the graph's generated code directly, so its overhead over
-    the hand-written loop is one Python call per iteration plus the hooks.
+    ``policy="local"`` runs everything in this process; any other policy (a
+    name, a mapping, a Hydra node or a :class:`~torchfrag.policies.Policy`) is
+    handed to :func:`torchfrag.runtime.placed.run_placed`. The local executor
+    calls the graph's generated code directly, so its overhead over the
+    hand-written loop is one Python call per iteration plus the hooks.
 
     Args:
         loop_or_graph: A loop module (captured first) or a :class:`FragmentGraph`.

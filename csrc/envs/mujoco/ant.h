@@ -43,9 +43,8 @@ class Ant : public MujocoTask<Ant>, public Locomotion {
   static const auto& info_fields() {
     using L = LocomotionInfo<Ant>;
     static constexpr Field kFields[] = {
-        L::x_position,     L::y_position,  L::distance_from_origin,
-        L::x_velocity,     L::y_velocity,  L::reward_forward,
-        L::reward_ctrl,    scalar("reward_contact", &Ant::reward_contact_),
+        L::x_position, L::y_position, L::distance_from_origin, L::x_velocity, L::y_velocity,
+        L::reward_forward, L::reward_ctrl, scalar("reward_contact", &Ant::reward_contact_),
         L::reward_survive};
     return kFields;
   }

@@ -28,9 +28,8 @@ class Hopper : public MujocoTask<Hopper>, public Locomotion {
   static const auto& info_fields() {
     using L = LocomotionInfo<Hopper>;
     static constexpr Field kFields[] = {
-        L::x_position,  scalar("z_distance_from_origin", &Hopper::z_distance_),
-        L::x_velocity,  L::reward_forward,
-        L::reward_ctrl, L::reward_survive};
+        L::x_position, scalar("z_distance_from_origin", &Hopper::z_distance_), L::x_velocity,
+        L::reward_forward, L::reward_ctrl, L::reward_survive};
     return kFields;
   }
 

@@ -99,10 +99,9 @@ class Humanoid : public HumanoidTask<Humanoid>, public Locomotion {
   static const auto& info_fields() {
     using L = LocomotionInfo<Humanoid>;
     static constexpr Field kFields[] = {
-        L::x_position,     L::y_position,  tendon_length(), tendon_velocity(),
-        L::distance_from_origin,  L::x_velocity,     L::y_velocity,
-        L::reward_survive, L::reward_forward, L::reward_ctrl,
-        scalar("reward_contact", &Humanoid::reward_contact_)};
+        L::x_position, L::y_position, tendon_length(), tendon_velocity(),
+        L::distance_from_origin, L::x_velocity, L::y_velocity, L::reward_survive,
+        L::reward_forward, L::reward_ctrl, scalar("reward_contact", &Humanoid::reward_contact_)};
     return kFields;
   }
 

@@ -8,6 +8,8 @@ bounds, which MuJoCo clamps) until the episode ends.  Observations, rewards,
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -81,7 +83,8 @@ def _run_alignment(env_id: str, options: dict, gym_kwargs: dict, episode_steps: 
                 _close(rew[0], r_rew, f"{where}: reward")
                 assert bool(term[0]) == bool(r_term), f"{where}: terminated"
                 assert bool(trunc[0]) == bool(r_trunc), f"{where}: truncated"
-                assert set(info) - OUR_INFOS == set(r_info), f"{where}: info keys"
+                assert [k for k in info if k not in OUR_INFOS] == list(r_info), \
+                    f"{where}: info keys"
                 for key, value in r_info.items():
                     _close(info[key][0], value, f"{where}: info {key}")
                 if term[0] or trunc[0]:
@@ -174,6 +177,147 @@ def test_specs_match_gymnasium() -> None:
         assert ours.action_space.shape == ref.action_space.shape, env_id
         assert ours.max_episode_steps == ref.spec.max_episode_steps, env_id
         ref.close()
+
+
+# ------------------------------------------------- reset oracle and info keys --
+_MASK = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def _rotl(x: int, k: int) -> int:
+    return ((x << k) | (x >> (64 - k))) & _MASK
+
+
+class _PoolRng:
+    """A Python twin of the env's generator (csrc/rng.h: xoshiro256++ seeded
+    through splitmix64, 53-bit uniforms, Box-Muller normals), written here from
+    the published algorithm, with the two ``np.random.Generator`` methods
+    Gymnasium's ``reset_model`` calls.  Handed to a Gymnasium env as its
+    ``np_random``, it makes Gymnasium's own reset code draw exactly the numbers
+    our env drew from the same seed."""
+
+    def __init__(self, seed: int) -> None:
+        self.s = []
+        x = seed
+        for _ in range(4):
+            x = _splitmix64(x)
+            self.s.append(x)
+
+    def _next(self) -> int:
+        s = self.s
+        result = (_rotl((s[0] + s[3]) & _MASK, 23) + s[0]) & _MASK
+        t = (s[1] << 17) & _MASK
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = _rotl(s[3], 45)
+        return result
+
+    def _unit(self) -> float:
+        return (self._next() >> 11) * 2.0 ** -53
+
+    def _draw(self, one, size):
+        if size is None:
+            return one()
+        return np.array([one() for _ in range(int(np.prod(size)))]).reshape(size)
+
+    def uniform(self, low: float = 0.0, high: float = 1.0, size=None):
+        return self._draw(lambda: low + (high - low) * self._unit(), size)
+
+    def standard_normal(self, size=None):
+        def one() -> float:
+            u1 = self._unit()
+            while u1 <= 0.0:
+                u1 = self._unit()
+            u2 = self._unit()
+            return math.sqrt(-2.0 * math.log(u1)) * math.cos(6.283185307179586 * u2)
+        return self._draw(one, size)
+
+
+def test_pool_rng_twin_matches_the_pool() -> None:
+    """The twin reproduces the pool's draws: HalfCheetah's qpos0 is
+    init_qpos + U(-0.1, 0.1) element by element."""
+    ref = gymnasium.make("HalfCheetah-v5", disable_env_checker=True).unwrapped
+    with make("HalfCheetah-v5", num_envs=1, seed=[99]) as pool:
+        qpos0 = pool.reset()[1]["qpos0"][0]
+    twin = _PoolRng(99)
+    np.testing.assert_array_equal(qpos0, ref.init_qpos + twin.uniform(-0.1, 0.1, ref.model.nq))
+    ref.close()
+
+
+# Every task with its defaults, and each kind of noise at another scale.
+RESET_CASES = [(t, {}) for t in TASKS] + [
+    ("HalfCheetah-v5", {"reset_noise_scale": 0.5}),  # uniform qpos, normal qvel
+    ("Hopper-v5", {"reset_noise_scale": 0.05}),  # uniform qpos and qvel
+    ("InvertedDoublePendulum-v5", {"reset_noise_scale": 0.3}),
+    ("Humanoid-v5", {"reset_noise_scale": 0.1}),
+]
+
+
+@pytest.mark.parametrize("env_id,options", RESET_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(RESET_CASES)])
+def test_reset_is_gymnasiums_reset_model(env_id: str, options: dict) -> None:
+    """Gymnasium's own reset_model, fed the numbers our env draws (the
+    generator's twin, same seed), gives the same initial state and first
+    observation, bit for bit, and the same reset info (to the last ulps of a
+    norm), reset after reset (so the number of draws per reset agrees too:
+    Reacher's and Pusher's rejection loops)."""
+    seeds = [0, 12345, 2**63 + 7]
+    ref = gymnasium.make(env_id, disable_env_checker=True, **options).unwrapped
+    twins = [_PoolRng(s) for s in seeds]
+    try:
+        with make(env_id, num_envs=len(seeds), seed=seeds, **options) as pool:
+            for _ in range(3):
+                obs, info = pool.reset()
+                for i, twin in enumerate(twins):
+                    ref.np_random = twin
+                    r_obs, r_info = ref.reset()
+                    where = f"{env_id} env {i}"
+                    np.testing.assert_array_equal(info["qpos0"][i], ref.data.qpos, where)
+                    np.testing.assert_array_equal(info["qvel0"][i], ref.data.qvel, where)
+                    np.testing.assert_array_equal(obs[i], r_obs, where)
+                    for key, value in r_info.items():  # np.linalg.norm may round apart
+                        np.testing.assert_allclose(info[key][i], value, rtol=1e-12, atol=1e-15,
+                                                   err_msg=f"{where}: {key}")
+    finally:
+        ref.close()
+
+
+@pytest.mark.parametrize("env_id", TASKS)
+def test_info_keys_are_gymnasiums(env_id: str) -> None:
+    """The info names Python sees (spec, pool, TorchRL env) are Gymnasium's
+    step info keys in Gymnasium's order, its reset info keys among them, and
+    the values agree over a few synced steps."""
+    from torchfrag.envs.torchrl_env import resolve_info_keys
+
+    ref = gymnasium.make(env_id, disable_env_checker=True).unwrapped
+    ours = spec(env_id)
+    names = [n for n in ours.infos if n not in OUR_INFOS]
+    try:
+        with make(env_id, num_envs=1, seed=4) as pool:
+            obs, info = pool.reset()
+            _, r_info = ref.reset(seed=0)
+            assert set(r_info) <= set(names)
+            ref.set_state(info["qpos0"][0].copy(), info["qvel0"][0].copy())
+            actions = np.random.default_rng(0).uniform(-1, 1, (4,) + ref.action_space.shape)
+            for t, action in enumerate(actions):
+                *_, info = pool.step(action[None])
+                *_, r_info = ref.step(action)
+                assert names == list(r_info)
+                assert [k for k in info if k not in OUR_INFOS] == names
+                for key, value in r_info.items():
+                    _close(info[key][0], value, f"{env_id} step {t}: info {key}")
+    finally:
+        ref.close()
+    assert set(names) <= set(resolve_info_keys(ours, None).values())
 
 
 def _trajectory_sync(env_id: str, num_threads: int, steps: int, actions: np.ndarray) -> list:

@@ -1,5 +1,6 @@
 // MujocoFamily: one table entry per task, built from the task classes'
-// static members (see mujoco_tasks.h).
+// static members (see mujoco_tasks.h).  The info arrays come from each task's
+// info_fields() (MujocoTask::Infos), after the shared qpos0/qvel0.
 #include "mujoco.h"
 
 #include "mujoco_tasks.h"
@@ -10,11 +11,7 @@ namespace mujoco_envs {
 namespace {
 
 struct TaskEntry {
-  const char* id;
-  const char* xml;
-  int frame_skip;
-  int64_t max_episode_steps;
-  double reward_threshold;
+  TaskTraits traits;
   std::vector<OptionSpec> (*task_options)();
   int64_t (*obs_size)(const ModelInfo&, const Options&);
   std::vector<ArraySpec> (*infos)(const ModelInfo&);
@@ -24,15 +21,7 @@ struct TaskEntry {
 
 template <typename T>
 TaskEntry entry() {
-  return TaskEntry{T::kId,
-                   T::kXml,
-                   T::kFrameSkip,
-                   T::kMaxEpisodeSteps,
-                   T::kRewardThreshold,
-                   &T::TaskOptions,
-                   &T::ObsSize,
-                   &T::Infos,
-                   &T::Validate,
+  return TaskEntry{T::kTraits,   &T::TaskOptions, &T::ObsSize, &T::Infos, &T::Validate,
                    [](const EnvOptions& o) -> std::unique_ptr<Env> {
                      return std::make_unique<T>(o);
                    }};
@@ -57,17 +46,17 @@ const std::vector<TaskEntry>& tasks() {
 
 const TaskEntry& task(const std::string& id) {
   for (const auto& t : tasks()) {
-    if (id == t.id) return t;
+    if (id == t.traits.id) return t;
   }
   throw std::invalid_argument("MujocoFamily does not provide '" + id + "'");
 }
 
 std::vector<OptionSpec> declared_options(const TaskEntry& t) {
   std::vector<OptionSpec> v = {
-      opt_str("xml_file", t.xml,
+      opt_str("xml_file", t.traits.xml,
               "MuJoCo model: a file in Gymnasium's mujoco/assets folder, or a path starting with "
               "'/', '.' or '~'"),
-      opt_int("frame_skip", t.frame_skip, "MuJoCo steps per env step")};
+      opt_int("frame_skip", t.traits.frame_skip, "MuJoCo steps per env step")};
   for (auto& o : t.task_options()) v.push_back(std::move(o));
   return v;
 }
@@ -76,7 +65,7 @@ std::vector<OptionSpec> declared_options(const TaskEntry& t) {
 
 std::vector<std::string> MujocoFamily::ids() const {
   std::vector<std::string> out;
-  for (const auto& t : tasks()) out.emplace_back(t.id);
+  for (const auto& t : tasks()) out.emplace_back(t.traits.id);
   return out;
 }
 
@@ -84,8 +73,8 @@ EnvSpec MujocoFamily::spec(const std::string& id, const Options* options) const 
   const TaskEntry& t = task(id);
   EnvSpec s;
   s.options = declared_options(t);
-  s.max_episode_steps = t.max_episode_steps;
-  s.reward_threshold = t.reward_threshold;
+  s.max_episode_steps = t.traits.max_episode_steps;
+  s.reward_threshold = t.traits.reward_threshold;
   Options defaults;
   if (options == nullptr) {
     defaults = Options::resolve(s.options, {}, 1);

@@ -291,16 +291,58 @@ inline ArraySpec f64_scalar(std::string name) { return f64_array(std::move(name)
 // Index of the first task-specific info; 0 and 1 are qpos0 and qvel0.
 constexpr size_t kTaskInfo = 2;
 
+// ----------------------------------------------------------- task traits --
+// A task's Gymnasium registry entry: what the family needs before any env.
+struct TaskTraits {
+  const char* id;
+  const char* xml;
+  int frame_skip;
+  int64_t max_episode_steps;
+  double reward_threshold;
+};
+
+// ----------------------------------------------------------- reset noise --
+// Every v5 task's reset_model has the same shape:
+//   qpos = init_qpos + qpos noise;   a task may then place targets in qpos;
+//   qvel = init_qvel + qvel noise;   the last `still_tail` entries set to 0.
+// A task only says which noise and how large (and Pusher/Reacher place their
+// targets), so the body lives once in MujocoEnv::reset_model.  The draws come
+// from the env's Rng in Gymnasium's order: qpos elements, the targets', qvel
+// elements; uniform noise is `init + (lo + (hi - lo) * u)` and normal noise
+// `init + scale * n`, which is how NumPy's expressions round.
+enum class Noise {
+  kNone,     // init
+  kUniform,  // init + U(-scale, scale) per element
+  kNormal,   // init + scale * N(0, 1) per element
+};
+
+struct ResetNoise {
+  Noise qpos = Noise::kUniform;
+  double qpos_scale = 0.0;
+  Noise qvel = Noise::kUniform;
+  double qvel_scale = 0.0;
+  int still_tail = 0;  // qvel entries of the targets, which start at rest
+};
+
+// The common case: uniform qpos noise and `qvel` noise, both of the task's
+// reset_noise_scale option.
+inline ResetNoise scaled_noise(const EnvOptions& o, Noise qvel) {
+  const double s = o.f("reset_noise_scale");
+  return ResetNoise{Noise::kUniform, s, qvel, s, 0};
+}
+
 // -------------------------------------------------------------- base env --
-// One env: a shared model, its own mjData.  Tasks implement reset_model()
-// (write qpos/qvel into data) and the rest of reset/step around it.
+// One env: a shared model, its own mjData.  The reset (Gymnasium's
+// reset_model and set_state) is shared; a task writes its observation, steps,
+// and sets its info values (see MujocoTask).
 class MujocoEnv : public Env {
  public:
-  explicit MujocoEnv(const EnvOptions& o)
+  MujocoEnv(const EnvOptions& o, const ResetNoise& noise)
       : model_(ModelCache::instance().model(expand_model_path(o.s("xml_file")))),
         m_(model_.get()),
         data_(mj_makeData(m_)),
-        frame_skip_(static_cast<int>(o.i("frame_skip"))) {
+        frame_skip_(static_cast<int>(o.i("frame_skip"))),
+        noise_(noise) {
     if (!data_) throw std::runtime_error("mj_makeData failed (out of memory?)");
     d_ = data_.get();
     if (frame_skip_ < 1) throw std::invalid_argument("frame_skip must be >= 1");
@@ -322,20 +364,31 @@ class MujocoEnv : public Env {
     std::memcpy(qvel0_.data(), d_->qvel, sizeof(double) * m_->nv);
     write_start(out);
     write_obs(out.obs<double>());
-    write_reset_info(out);
+    reset_infos();
+    write_infos(out);
   }
 
   StepResult step(const Action& a, Rng&, const Row& out) final {
     write_start(out);
-    return step_task(a.values, out);
+    const StepResult r = step_task(a.values, out.obs<double>());
+    write_infos(out);
+    return r;
   }
 
  protected:
-  virtual void reset_model(Rng& rng) = 0;
-  virtual void write_obs(double* obs) const = 0;
-  // Infos at reset: Gymnasium's reset info, zeros for step-only entries.
-  virtual void write_reset_info(const Row& out) const = 0;
-  virtual StepResult step_task(const double* action, const Row& out) = 0;
+  // Hook of reset_model between the qpos and the qvel noise: tasks with a
+  // target (Pusher's object, Reacher's goal) draw and write its position.
+  virtual void place_targets(Rng&) {}
+  virtual void write_obs(double* obs) const {
+    ObsWriter w{obs};
+    write_state(w);
+  }
+  // One env step: simulate, write the observation, set the info values.
+  virtual StepResult step_task(const double* action, double* obs) = 0;
+  // Info values of a reset (Gymnasium's reset info, zeros for step-only
+  // entries) and their copy into the row; see MujocoTask.
+  virtual void reset_infos() = 0;
+  virtual void write_infos(const Row& out) const = 0;
 
   // MujocoEnv.do_simulation: ctrl <- action (MuJoCo clamps it internally
   // where the actuator is ctrllimited; ctrl itself keeps the raw values),
@@ -353,21 +406,23 @@ class MujocoEnv : public Env {
   // Tasks that read cacc/cfrc_int/cfrc_ext set this in their constructor.
   bool uses_post_constraint_ = false;
 
-  // init + U(-s, s) per element (Gymnasium's np_random.uniform(size=n)).
-  void add_uniform(double* dst, const std::vector<double>& init, int n, double lo, double hi,
-                   Rng& rng) const {
-    for (int k = 0; k < n; ++k) dst[k] = init[k] + rng.uniform(lo, hi);
-  }
-  // init + s * N(0, 1) per element.
-  void add_normal(double* dst, const std::vector<double>& init, int n, double scale,
-                  Rng& rng) const {
-    for (int k = 0; k < n; ++k) dst[k] = init[k] + scale * rng.normal();
-  }
+  // (after - before) / dt: the velocity Gymnasium's tasks reward.
+  double velocity(double before, double after) const { return (after - before) / dt_; }
 
-  static double* info(const Row& out, size_t k) { return out.info<double>(k); }
-  static void zero_infos(const Row& out, size_t begin, size_t end) {
-    for (size_t k = begin; k < end; ++k) *info(out, k) = 0.0;
+  // The usual observation head: qpos without its first obs_skip_ entries
+  // (the root's x, or x and y, that a task may leave out), then qvel, clipped
+  // to [-obs_vel_clip_, obs_vel_clip_] where a task clips it.  It is the whole
+  // observation of the tasks that do not override write_obs.
+  void write_state(ObsWriter& w) const {
+    w.copy(d_->qpos + obs_skip_, m_->nq - obs_skip_);
+    if (obs_vel_clip_ == kInf) {
+      w.copy(d_->qvel, m_->nv);
+    } else {
+      w.copy_clipped(d_->qvel, m_->nv, -obs_vel_clip_, obs_vel_clip_);
+    }
   }
+  int obs_skip_ = 0;
+  double obs_vel_clip_ = kInf;
 
   int body_id(const char* name) const {
     const int id = mj_name2id(m_, mjOBJ_BODY, name);
@@ -388,9 +443,99 @@ class MujocoEnv : public Env {
   std::vector<double> qpos0_, qvel0_;
 
  private:
+  // Gymnasium's reset_model, the same for every task (see ResetNoise).
+  void reset_model(Rng& rng) {
+    add_noise(d_->qpos, init_qpos_, noise_.qpos, noise_.qpos_scale, rng);
+    place_targets(rng);
+    add_noise(d_->qvel, init_qvel_, noise_.qvel, noise_.qvel_scale, rng);
+    const int nv = m_->nv;
+    for (int k = std::max(0, nv - noise_.still_tail); k < nv; ++k) d_->qvel[k] = 0.0;
+  }
+
+  static void add_noise(double* dst, const std::vector<double>& init, Noise kind, double scale,
+                        Rng& rng) {
+    const size_t n = init.size();
+    switch (kind) {
+      case Noise::kNone:
+        std::copy(init.begin(), init.end(), dst);
+        break;
+      case Noise::kUniform:
+        for (size_t k = 0; k < n; ++k) dst[k] = init[k] + rng.uniform(-scale, scale);
+        break;
+      case Noise::kNormal:
+        for (size_t k = 0; k < n; ++k) dst[k] = init[k] + scale * rng.normal();
+        break;
+    }
+  }
+
   void write_start(const Row& out) const {
     std::memcpy(out.info<double>(0), qpos0_.data(), sizeof(double) * m_->nq);
     std::memcpy(out.info<double>(1), qvel0_.data(), sizeof(double) * m_->nv);
+  }
+
+  ResetNoise noise_;
+};
+
+// ------------------------------------------------------------- task infos --
+// One entry of a task's info dict: its name and where its value lives, a
+// double the task sets (`value`) or an mjData array with one entry per
+// tendon (`per_tendon`).  A task lists its entries once, in Gymnasium's
+// order, in `static const auto& info_fields()`; the spec's info arrays, the
+// reset zeros and the copy into the batch row all derive from that list, so
+// there are no slot indices to keep in step with the names.
+template <typename Task>
+struct InfoField {
+  const char* name;
+  double Task::*value = nullptr;
+  double* mjData::*per_tendon = nullptr;
+};
+
+// The base of every task class: MujocoEnv plus the info plumbing driven by
+// Task::info_fields().
+template <typename Task>
+class MujocoTask : public MujocoEnv {
+ public:
+  using MujocoEnv::MujocoEnv;
+  using Field = InfoField<Task>;
+
+  // The task's info arrays, after qpos0/qvel0.
+  static std::vector<ArraySpec> Infos(const ModelInfo& i) {
+    std::vector<ArraySpec> v;
+    for (const Field& f : Task::info_fields()) {
+      v.push_back(f.value != nullptr ? f64_scalar(f.name) : f64_array(f.name, {i.ntendon}));
+    }
+    return v;
+  }
+
+ protected:
+  static constexpr Field scalar(const char* name, double Task::*value) {
+    return Field{name, value, nullptr};
+  }
+  static constexpr Field per_tendon(const char* name, double* mjData::*array) {
+    return Field{name, nullptr, array};
+  }
+  // Sets the values of Gymnasium's reset info; the others stay zero.
+  virtual void set_reset_info() {}
+
+ private:
+  void reset_infos() final {
+    Task& self = static_cast<Task&>(*this);
+    for (const Field& f : Task::info_fields()) {
+      if (f.value != nullptr) self.*f.value = 0.0;
+    }
+    set_reset_info();
+  }
+  void write_infos(const Row& out) const final {
+    const Task& self = static_cast<const Task&>(*this);
+    size_t k = kTaskInfo;
+    for (const Field& f : Task::info_fields()) {
+      double* dst = out.info<double>(k++);
+      if (f.value != nullptr) {
+        *dst = self.*f.value;
+      } else {
+        std::memcpy(dst, d_->*f.per_tendon, sizeof(double) * m_->ntendon);
+      }
+    }
   }
 };
 

@@ -4,11 +4,15 @@
 // Every class mirrors its Python counterpart statement by statement: the same
 // reset distribution (on our own Rng), observation layout, health checks,
 // reward terms and info entries, computed in the same order so that rounding
-// matches.  Each also provides, as statics used by MujocoFamily:
-//   kId, kXml, kFrameSkip, kMaxEpisodeSteps, kRewardThreshold,
+// matches.  A task derives from MujocoTask<Task> (mujoco_env.h), passes its
+// ResetNoise to it (the reset body itself is shared) and provides, as statics
+// used by MujocoFamily:
+//   kTraits                               id, model file, frame skip, limits,
 //   TaskOptions()                         options besides xml_file/frame_skip,
 //   ObsSize(info, options)                observation length,
-//   Infos(info)                           task infos (after qpos0/qvel0),
+//   info_fields()                         its info entries, name -> value,
+//                                         once, in Gymnasium's order (the
+//                                         spec's Infos() derive from it),
 //   Validate(info, options)               model/option checks before any env.
 #pragma once
 

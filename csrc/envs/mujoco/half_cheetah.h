@@ -2,9 +2,6 @@
 // what every task class provides.
 #pragma once
 
-#include <algorithm>
-#include <cmath>
-#include <string>
 #include <vector>
 
 #include "common.h"
@@ -13,73 +10,46 @@ namespace torchfrag {
 namespace mujoco_envs {
 
 // ------------------------------------------------------------ HalfCheetah --
-class HalfCheetah : public MujocoEnv {
+class HalfCheetah : public MujocoTask<HalfCheetah>, public Locomotion {
  public:
-  static constexpr const char* kId = "HalfCheetah-v5";
-  static constexpr const char* kXml = "half_cheetah.xml";
-  static constexpr int kFrameSkip = 5;
-  static constexpr int64_t kMaxEpisodeSteps = 1000;
-  static constexpr double kRewardThreshold = 4800.0;
+  static constexpr TaskTraits kTraits{"HalfCheetah-v5", "half_cheetah.xml", 5, 1000, 4800.0};
 
   static std::vector<OptionSpec> TaskOptions() {
-    return {opt_float("forward_reward_weight", 1.0, "weight of the forward reward", true),
-            opt_float("ctrl_cost_weight", 0.1, "weight of the control cost", true),
-            detail::noise_option(0.1), detail::exclude_option()};
+    return {detail::weight_option("forward_reward", 1.0, "forward reward"),
+            detail::weight_option("ctrl_cost", 0.1, "control cost"), detail::noise_option(0.1),
+            detail::exclude_option()};
   }
   static int64_t ObsSize(const ModelInfo& i, const Options& o) {
-    return i.nq + i.nv - (detail::flag(o, "exclude_current_positions_from_observation") ? 1 : 0);
-  }
-  static std::vector<ArraySpec> Infos(const ModelInfo&) {
-    return {f64_scalar("x_position"), f64_scalar("x_velocity"), f64_scalar("reward_forward"),
-            f64_scalar("reward_ctrl")};
+    return i.nq + i.nv - detail::excluded(o, 1);
   }
   static void Validate(const ModelInfo& i, const Options&) {
     detail::need(i.nq >= 1, "HalfCheetah-v5 needs a model with nq >= 1");
   }
+  static const auto& info_fields() {
+    using L = LocomotionInfo<HalfCheetah>;
+    static constexpr Field kFields[] = {L::x_position, L::x_velocity, L::reward_forward,
+                                        L::reward_ctrl};
+    return kFields;
+  }
 
   explicit HalfCheetah(const EnvOptions& o)
-      : MujocoEnv(o),
-        forward_w_(o.f("forward_reward_weight")),
-        ctrl_w_(o.f("ctrl_cost_weight")),
-        noise_(o.f("reset_noise_scale")),
-        exclude_(o.b("exclude_current_positions_from_observation")) {}
+      : MujocoTask(o, scaled_noise(o, Noise::kNormal)),
+        Locomotion(o) {
+    obs_skip_ = detail::excluded(o, 1);
+  }
 
  protected:
-  enum : size_t { kX = kTaskInfo, kXVel, kRewForward, kRewCtrl, kEnd };
-
-  void reset_model(Rng& rng) override {
-    add_uniform(d_->qpos, init_qpos_, m_->nq, -noise_, noise_, rng);
-    add_normal(d_->qvel, init_qvel_, m_->nv, noise_, rng);
-  }
-  void write_obs(double* obs) const override {
-    ObsWriter w{obs};
-    const int skip = exclude_ ? 1 : 0;
-    w.copy(d_->qpos + skip, m_->nq - skip);
-    w.copy(d_->qvel, m_->nv);
-  }
-  void write_reset_info(const Row& out) const override {
-    zero_infos(out, kTaskInfo, kEnd);
-    *info(out, kX) = d_->qpos[0];
-  }
-  StepResult step_task(const double* action, const Row& out) override {
+  void set_reset_info() override { x_position = d_->qpos[0]; }
+  StepResult step_task(const double* action, double* obs) override {
     const double x_before = d_->qpos[0];
     do_simulation(action);
-    const double x_after = d_->qpos[0];
-    const double x_velocity = (x_after - x_before) / dt_;
-    write_obs(out.obs<double>());
-    const double forward_reward = forward_w_ * x_velocity;
-    const double ctrl_cost = ctrl_w_ * np_sum_sq(action, m_->nu);
+    x_position = d_->qpos[0];
+    const double ctrl_cost = forward_and_ctrl(velocity(x_before, x_position), action, m_->nu);
+    write_obs(obs);
     StepResult r;
-    r.reward = forward_reward - ctrl_cost;
-    *info(out, kX) = x_after;
-    *info(out, kXVel) = x_velocity;
-    *info(out, kRewForward) = forward_reward;
-    *info(out, kRewCtrl) = -ctrl_cost;
+    r.reward = reward_forward - ctrl_cost;
     return r;
   }
-
-  double forward_w_, ctrl_w_, noise_;
-  bool exclude_;
 };
 
 }  // namespace mujoco_envs

@@ -2,9 +2,6 @@
 // what every task class provides.
 #pragma once
 
-#include <algorithm>
-#include <cmath>
-#include <string>
 #include <vector>
 
 #include "common.h"
@@ -13,30 +10,31 @@ namespace torchfrag {
 namespace mujoco_envs {
 
 // ----------------------------------------------------------------- Pusher --
-class Pusher : public MujocoEnv {
+class Pusher : public MujocoTask<Pusher> {
  public:
-  static constexpr const char* kId = "Pusher-v5";
-  static constexpr const char* kXml = "pusher_v5.xml";
-  static constexpr int kFrameSkip = 5;
-  static constexpr int64_t kMaxEpisodeSteps = 100;
-  static constexpr double kRewardThreshold = 0.0;
+  static constexpr TaskTraits kTraits{"Pusher-v5", "pusher_v5.xml", 5, 100, 0.0};
 
   static std::vector<OptionSpec> TaskOptions() {
-    return {opt_float("reward_near_weight", 0.5, "weight of the arm-to-object distance", true),
-            opt_float("reward_dist_weight", 1.0, "weight of the object-to-goal distance", true),
-            opt_float("reward_control_weight", 0.1, "weight of the control cost", true)};
+    return {detail::weight_option("reward_near", 0.5, "arm-to-object distance"),
+            detail::weight_option("reward_dist", 1.0, "object-to-goal distance"),
+            detail::weight_option("reward_control", 0.1, "control cost")};
   }
   static int64_t ObsSize(const ModelInfo&, const Options&) { return 23; }
-  static std::vector<ArraySpec> Infos(const ModelInfo&) {
-    return {f64_scalar("reward_dist"), f64_scalar("reward_ctrl"), f64_scalar("reward_near")};
-  }
   static void Validate(const ModelInfo& i, const Options&) {
     detail::need(i.nq >= 11 && i.nv >= 7,
                  "Pusher-v5 needs a model with 7 arm joints and object and goal slides");
   }
+  static const auto& info_fields() {
+    static constexpr Field kFields[] = {scalar("reward_dist", &Pusher::reward_dist_),
+                                        scalar("reward_ctrl", &Pusher::reward_ctrl_),
+                                        scalar("reward_near", &Pusher::reward_near_)};
+    return kFields;
+  }
 
+  // The arm starts at rest in its initial pose (no qpos noise); the object
+  // and goal slides (the last 4 joints) start still.
   explicit Pusher(const EnvOptions& o)
-      : MujocoEnv(o),
+      : MujocoTask(o, ResetNoise{Noise::kNone, 0.0, Noise::kUniform, 0.005, 4}),
         near_w_(o.f("reward_near_weight")),
         dist_w_(o.f("reward_dist_weight")),
         ctrl_w_(o.f("reward_control_weight")),
@@ -45,24 +43,13 @@ class Pusher : public MujocoEnv {
         goal_(body_id("goal")) {}
 
  protected:
-  enum : size_t { kRewDist = kTaskInfo, kRewCtrl, kRewNear, kEnd };
-
-  void reset_model(Rng& rng) override {
-    const int nq = m_->nq, nv = m_->nv;
-    std::memcpy(d_->qpos, init_qpos_.data(), sizeof(double) * nq);
-    double cx, cy;
-    for (;;) {  // the object starts away from the goal at the origin
-      cx = rng.uniform(-0.3, 0.0);
-      cy = rng.uniform(-0.2, 0.2);
-      const double c[2] = {cx, cy};
-      if (norm(c, 2) > 0.17) break;
-    }
-    d_->qpos[nq - 4] = cx;
-    d_->qpos[nq - 3] = cy;
+  // The object starts away from the goal, which sits at the origin.
+  void place_targets(Rng& rng) override {
+    const int nq = m_->nq;
+    detail::draw_target(rng, -0.3, 0.0, -0.2, 0.2, [](double r) { return r > 0.17; },
+                        d_->qpos + nq - 4);
     d_->qpos[nq - 2] = 0.0;
     d_->qpos[nq - 1] = 0.0;
-    add_uniform(d_->qvel, init_qvel_, nv, -0.005, 0.005, rng);
-    for (int k = nv - 4; k < nv; ++k) d_->qvel[k] = 0.0;
   }
   void write_obs(double* obs) const override {
     ObsWriter w{obs};
@@ -72,28 +59,25 @@ class Pusher : public MujocoEnv {
     w.copy(d_->xpos + 3 * object_, 3);
     w.copy(d_->xpos + 3 * goal_, 3);
   }
-  void write_reset_info(const Row& out) const override { zero_infos(out, kTaskInfo, kEnd); }
-  StepResult step_task(const double* action, const Row& out) override {
+  StepResult step_task(const double* action, double* obs) override {
     do_simulation(action);
-    write_obs(out.obs<double>());
+    write_obs(obs);
     const double* obj = d_->xpos + 3 * object_;
     const double* tip = d_->xpos + 3 * tips_;
     const double* goal = d_->xpos + 3 * goal_;
     const double vec_1[3] = {obj[0] - tip[0], obj[1] - tip[1], obj[2] - tip[2]};
     const double vec_2[3] = {obj[0] - goal[0], obj[1] - goal[1], obj[2] - goal[2]};
-    const double reward_near = -norm(vec_1, 3) * near_w_;
-    const double reward_dist = -norm(vec_2, 3) * dist_w_;
-    const double reward_ctrl = -np_sum_sq(action, m_->nu) * ctrl_w_;
+    reward_near_ = -norm(vec_1, 3) * near_w_;
+    reward_dist_ = -norm(vec_2, 3) * dist_w_;
+    reward_ctrl_ = -np_sum_sq(action, m_->nu) * ctrl_w_;
     StepResult r;
-    r.reward = reward_dist + reward_ctrl + reward_near;
-    *info(out, kRewDist) = reward_dist;
-    *info(out, kRewCtrl) = reward_ctrl;
-    *info(out, kRewNear) = reward_near;
+    r.reward = reward_dist_ + reward_ctrl_ + reward_near_;
     return r;
   }
 
   double near_w_, dist_w_, ctrl_w_;
   int tips_, object_, goal_;
+  double reward_dist_ = 0, reward_ctrl_ = 0, reward_near_ = 0;
 };
 
 }  // namespace mujoco_envs

@@ -492,9 +492,16 @@ def _merge_write(sections: dict[str, Any], info: dict[str, Any]) -> str:
     old: dict[str, Any] = {}
     try:
         with open(path) as f:
-            old = json.load(f).get("sections", {})
+            saved = json.load(f)
     except (OSError, ValueError):
-        pass
+        saved = {}
+    old = dict(saved.get("sections", {}))
+    # Files written before the sections existed: their CPU figures, with that run's models.
+    for key, name in (("cpu_envs", "cpu-envs"), ("cpu_ppo", "cpu-ppo")):
+        if key in saved and name not in old:
+            info_old = saved.get("info", {})
+            old[name] = {"cpu": info_old.get("cpu_model"), "gpu": info_old.get("gpu_model"),
+                         "time": saved.get("machine", {}).get("time"), **saved[key]}
     merged = {k: v for k, v in old.items() if k in SECTIONS}
     for name, value in sections.items():
         if "skipped" not in value or name not in merged:  # a skip never hides an earlier figure

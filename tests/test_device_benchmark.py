@@ -56,6 +56,13 @@ def test_main_on_cpu_prints_the_skips_and_keeps_earlier_figures(tmp_path, monkey
     assert saved["sections"]["gpu-ppo"] == earlier["sections"]["gpu-ppo"]  # a skip hides nothing
     assert saved["sections"]["warp"] == {"skipped": "skipped: no CUDA"}
     assert saved["info"]["gpu_model"] is None and saved["info"]["cpu_model"]
+    # A file from before the sections: its CPU figures survive under the section names.
+    (tmp_path / "device.json").write_text(json.dumps(
+        {"info": {"cpu_model": "old CPU", "gpu_model": None}, "cpu_envs": {"winner": "x"}}))
+    device.main(["--sections", "gpu-envs"])
+    saved = json.loads((tmp_path / "device.json").read_text())
+    assert saved["sections"]["cpu-envs"]["winner"] == "x"
+    assert saved["sections"]["cpu-envs"]["cpu"] == "old CPU"
 
 
 def test_thread_counts_and_efficiency() -> None:

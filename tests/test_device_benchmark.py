@@ -106,3 +106,11 @@ def test_ppo_halfcheetah_warp_section_runs_on_the_cpu() -> None:
     assert out["iterations"] == 4 and out["frames"] == 128 and out["frames_per_s"] > 0
     assert out["device"] == "cpu" and out["eval_steps"] == 5
     assert out["eval_return"] == out["eval_return"]  # a number, not NaN
+
+
+@pytest.mark.parametrize("module", [device, pool_scaling])
+def test_docstring_examples(module) -> None:
+    import doctest
+
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False, report=True)
+    assert result.attempted > 0 and result.failed == 0

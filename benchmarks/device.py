@@ -361,21 +361,40 @@ def gpu_ppo() -> dict[str, Any]:
 #: PPO HalfCheetah on MuJoCo Warp (CUDA): 2,048 worlds x 32 steps per iteration.
 WARP_PPO = {"num_envs": 2048, "steps": 32, "minibatch_size": 16384, "epochs": 4, "lr": 3e-4,
             "hidden": [256, 256], "gamma": 0.99, "lmbda": 0.95, "entropy_coef": 0.0,
-            "reward_scale": 0.1, "total_frames": 10_000_000}
+            "reward_scale": 0.1, "obs_norm": True, "total_frames": 10_000_000}
 
 
-def _evaluate_halfcheetah(actor: Any, device: torch.device, episodes: int, steps: int = 1000
-                          ) -> float:
-    """Mean deterministic return of ``actor`` over ``steps``-step HalfCheetah-v5 episodes on Warp."""
+def _warp_halfcheetah_env(n: int, seed: int, device: torch.device, obs_norm: bool = False,
+                          frozen: Any = None, **options: Any) -> Any:
+    """HalfCheetah-v5 on MuJoCo Warp with float32 observations for the networks (as
+    :func:`torchfrag.algos.envs.make_env` gives the C++ pool's), normalised when asked
+    (``obs_norm``: running statistics; ``frozen``: a trained loop's frozen ones)."""
+    from torchrl.envs import Compose, DoubleToFloat, TransformedEnv, VecNormV2
+
+    from torchfrag.algos.envs import _obs_clip
     from torchfrag.envs.batched import make
+
+    transforms: list[Any] = [DoubleToFloat(in_keys=["observation"])]
+    if obs_norm:
+        transforms += [VecNormV2(in_keys=["observation"], decay=0.99999, eps=1e-8,
+                                 reduce_batch_dims=True), _obs_clip()]
+    if frozen is not None:
+        transforms.append(frozen)
+    env = make("HalfCheetah-v5", n, seed=seed, device=device, **options)
+    return TransformedEnv(env, Compose(*transforms))
+
+
+def _evaluate_halfcheetah(actor: Any, device: torch.device, episodes: int, steps: int = 1000,
+                          frozen: Any = None) -> float:
+    """Mean deterministic return of ``actor`` over ``steps``-step HalfCheetah-v5 episodes on Warp."""
     from torchfrag.fragments import Act
 
-    env = make("HalfCheetah-v5", episodes, seed=1000, device=device, max_episode_steps=steps)
+    env = _warp_halfcheetah_env(episodes, 1000, device, frozen=frozen, max_episode_steps=steps)
     act = Act(actor, exploration="deterministic")
     total = torch.zeros(episodes, dtype=torch.float64, device=device)
     carry = env.reset()
     with torch.no_grad():
-        for _ in range(int(env.max_episode_steps)):
+        for _ in range(steps):
             tr, carry = env.step_and_maybe_reset(act(carry))
             total += tr["next", "reward"].reshape(episodes).to(torch.float64)
     return float(total.mean())
@@ -393,7 +412,6 @@ def ppo_halfcheetah_warp(device: str = "cuda", cfg: dict[str, Any] | None = None
     mode), which the tests use with a tiny configuration.
     """
     from torchfrag.algos.ppo import PPOConfig, PPOLoop, make_actor_critic
-    from torchfrag.envs.batched import make
     from torchfrag.graph import capture
     from torchfrag.policies import SingleDevicePolicy
     from torchfrag.runtime import run
@@ -401,7 +419,7 @@ def ppo_halfcheetah_warp(device: str = "cuda", cfg: dict[str, Any] | None = None
     torch.manual_seed(seed)
     conf = PPOConfig.from_dict(cfg or WARP_PPO)
     dev = torch.device(device)
-    env = make("HalfCheetah-v5", conf.num_envs, seed=seed, device=dev)
+    env = _warp_halfcheetah_env(conf.num_envs, seed, dev, obs_norm=conf.obs_norm)
     actor, critic = make_actor_critic(env, conf.hidden)
     loop = PPOLoop(env, actor, critic, conf)
     iterations = max(1, conf.total_frames // conf.frames_per_iteration)
@@ -416,7 +434,7 @@ def ppo_halfcheetah_warp(device: str = "cuda", cfg: dict[str, Any] | None = None
     try:
         run(capture(loop), SingleDevicePolicy(device_name=device, compile=compile),
             iterations=iterations, hooks=[hook])
-        ret = _evaluate_halfcheetah(actor, dev, eval_episodes, eval_steps)
+        ret = _evaluate_halfcheetah(actor, dev, eval_episodes, eval_steps, loop.eval_transform())
     finally:
         loop.close()
     fpi = conf.frames_per_iteration

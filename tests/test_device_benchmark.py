@@ -101,7 +101,7 @@ def test_ppo_halfcheetah_warp_section_runs_on_the_cpu() -> None:
     pytest.importorskip("warp")
     pytest.importorskip("mujoco_warp")
     cfg = {"num_envs": 4, "steps": 8, "minibatch_size": 16, "epochs": 1, "hidden": [16],
-           "total_frames": 4 * 8 * 4}
+           "obs_norm": True, "total_frames": 4 * 8 * 4}
     out = device.ppo_halfcheetah_warp("cpu", cfg, eval_episodes=2, eval_steps=5, compile=False)
     assert out["iterations"] == 4 and out["frames"] == 128 and out["frames_per_s"] > 0
     assert out["device"] == "cpu" and out["eval_steps"] == 5

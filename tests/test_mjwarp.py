@@ -152,6 +152,7 @@ class EllipticAnt(AntWarp):
         mjm.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", TASKS)
 def test_open_loop_return_matches_gymnasium(env_id: str) -> None:
     """The fixed open-loop policy ``a_j = sin(0.3 t + j)``, same starts: Hopper's whole

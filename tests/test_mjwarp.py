@@ -197,6 +197,18 @@ def test_open_loop_return_matches_gymnasium(env_id: str) -> None:
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("env_id", TASKS)
+def test_check_env_specs(env_id: str) -> None:
+    from torchrl.envs.utils import check_env_specs
+
+    _warp("cpu")
+    env = make(env_id, 3, seed=0)
+    check_env_specs(env)
+    td = env.rollout(4, break_when_any_done=False)
+    assert td["next", "observation"].shape == (3, 4, OBS[env_id])
+    assert td["next", "reward"].dtype == torch.float32
+
+
 def test_options_outside_the_spec_are_refused() -> None:
     _warp("cpu")
     with pytest.raises(ValueError, match="main_body='2'.*only the root body"):

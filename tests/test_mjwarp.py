@@ -209,6 +209,28 @@ def test_check_env_specs(env_id: str) -> None:
     assert td["next", "reward"].dtype == torch.float32
 
 
+def test_rollout_fragment_drives_it_like_the_pool() -> None:
+    """The Rollout fragment steps a Warp env like the C++ pool: a policy written here, episodes
+    (3-step limit) ended and restarted inside the rollout, counted by the episode stats."""
+    from tensordict.nn import TensorDictModule
+
+    from torchfrag.fragments import Rollout
+
+    _warp("cpu")
+    env = make("Hopper-v5", 2, seed=0, max_episode_steps=3)
+    policy = TensorDictModule(torch.nn.Sequential(torch.nn.Linear(11, 3), torch.nn.Tanh()),
+                              ["observation"], ["action"]).double()
+    rollout = Rollout(policy, env, steps=8)
+    batch = rollout()
+    assert batch.batch_size == (2, 8)
+    truncated = batch["next", "truncated"][..., 0]
+    assert truncated[:, [2, 5]].all() and int(truncated.sum()) == 4
+    assert rollout.stats.pop()["episodes"] == 4
+    # Each new episode starts from a reset state: near Hopper's standing pose again.
+    assert torch.allclose(batch["observation"][:, 3, 0], torch.full((2,), 1.25, dtype=torch.float64),
+                          atol=0.01)
+
+
 def test_options_outside_the_spec_are_refused() -> None:
     _warp("cpu")
     with pytest.raises(ValueError, match="main_body='2'.*only the root body"):

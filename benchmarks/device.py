@@ -13,8 +13,9 @@ CUDA``):
   ``local`` with the C++ pool.
 * ``gpu-envs`` (CUDA): env steps/s of torch-native CartPole at 4k, 16k and
   64k envs (float64 and float32 state, and the float64 TorchRL face).
-* ``warp`` (CUDA): MuJoCo Warp HalfCheetah-v5 (4,096 worlds) against the C++
-  pool on every CPU core of the same machine.
+* ``warp`` (CUDA): MuJoCo Warp HalfCheetah-v5 (the issue's figure), Hopper-v5
+  and Ant-v5 (4,096 worlds each) against the C++ pool on every CPU core of the
+  same machine.
 * ``gpu-ppo`` (CUDA): whole-loop PPO CartPole frames/s under ``single_device``
   (goal: 1,000,000 frames/s), and the wall time to a greedy mean return of 475.
 * ``scaling`` (default on a CUDA machine, the lent 16-core one; anywhere with
@@ -277,21 +278,23 @@ GPU_PPO_SOLVE = {"num_envs": 1024, "steps": 32, "minibatch_size": 8192, "epochs"
                  "total_frames": 20_000_000}
 
 
-def warp_halfcheetah(dev: torch.device, seconds: float, repeats: int, n: int = 4096
-                     ) -> dict[str, Any]:
-    """HalfCheetah-v5 on MuJoCo Warp (``n`` worlds on ``dev``) vs the C++ pool on every CPU core."""
+def warp_vs_pool(env_id: str, dev: torch.device, seconds: float, repeats: int, n: int = 4096,
+                 threads: int | None = None) -> dict[str, Any]:
+    """``env_id`` on MuJoCo Warp (``n`` worlds on ``dev``) vs the C++ pool on ``threads`` CPU
+    cores (default: all; 4 envs per thread), env steps/s, alternating, medians."""
     from torchfrag.envs.batched.mjwarp import warp_available
 
     if not warp_available():
-        print("MuJoCo Warp HalfCheetah: skipped: mujoco-warp not installed (torchfrag[gpu])")
+        print(f"MuJoCo Warp {env_id}: skipped: mujoco-warp not installed (torchfrag[gpu])")
         return {"skipped": "mujoco-warp not installed"}
     from torchfrag.envs import make as make_pool
     from torchfrag.envs.batched import make
 
-    env = make("HalfCheetah-v5", n, seed=0, device=dev)
+    env = make(env_id, n, seed=0, device=dev)
+    k_act = int(env.action_spec.shape[-1])
     carry = [env.reset()]
     gen = torch.Generator().manual_seed(0)
-    acts = [(torch.rand((n, 6), generator=gen) * 2 - 1).to(dev) for _ in range(16)]
+    acts = [(torch.rand((n, k_act), generator=gen) * 2 - 1).to(dev) for _ in range(16)]
     k = [0]
 
     def warp_step() -> int:
@@ -302,12 +305,12 @@ def warp_halfcheetah(dev: torch.device, seconds: float, repeats: int, n: int = 4
             _sync(dev)
         return n
 
-    cores = os.cpu_count() or 1
+    cores = threads or os.cpu_count() or 1
     pool_n = 4 * cores
-    pool = make_pool("HalfCheetah-v5", num_envs=pool_n, num_threads=cores, seed=0)
+    pool = make_pool(env_id, num_envs=pool_n, num_threads=cores, seed=0)
     pool.reset()
     rng = np.random.default_rng(0)
-    pacts = [rng.uniform(-1, 1, size=(pool_n, 6)).astype(np.float32) for _ in range(16)]
+    pacts = [rng.uniform(-1, 1, size=(pool_n, k_act)).astype(np.float32) for _ in range(16)]
 
     def pool_step() -> int:
         k[0] += 1
@@ -319,11 +322,22 @@ def warp_halfcheetah(dev: torch.device, seconds: float, repeats: int, n: int = 4
     pool.close()
     w, c = median(runs["warp"]), median(runs["cpp_pool"])
     print_table(["system", "env steps/s", "ratio"], [
-        [f"MuJoCo Warp x{n} on {gpu_model()}", fmt_rate(w), fmt_ratio(w / c)],
+        [f"MuJoCo Warp x{n} on {gpu_model() if dev.type == 'cuda' else dev}", fmt_rate(w),
+         fmt_ratio(w / c)],
         [f"C++ pool x{pool_n}, {cores} threads ({cpu_model()})", fmt_rate(c), "1.00x"]],
-        title="HalfCheetah-v5 env steps/s")
-    return {"warp_envs": n, "pool_envs": pool_n, "pool_threads": cores,
-            "runs": runs, "warp": w, "cpp_pool": c, "ratio": w / c}
+        title=f"{env_id} env steps/s")
+    return {"env_id": env_id, "device": str(dev), "warp_envs": n, "pool_envs": pool_n,
+            "pool_threads": cores, "runs": runs, "warp": w, "cpp_pool": c, "ratio": w / c}
+
+
+#: Tasks of the ``warp`` section: the issue's HalfCheetah first, then Hopper and Ant.
+WARP_TASKS = ("HalfCheetah-v5", "Hopper-v5", "Ant-v5")
+
+
+def warp_section(dev: torch.device, seconds: float, repeats: int, n: int = 4096
+                 ) -> dict[str, Any]:
+    """Every MuJoCo Warp task vs the C++ pool on all CPU cores (:func:`warp_vs_pool`)."""
+    return {env_id: warp_vs_pool(env_id, dev, seconds, repeats, n) for env_id in WARP_TASKS}
 
 
 def gpu_envs(seconds: float, repeats: int) -> dict[str, Any]:
@@ -569,7 +583,7 @@ def main(argv: list[str] | None = None) -> None:
         elif name == "gpu-envs":
             out = gpu_envs(seconds, repeats)
         elif name == "warp":
-            out = warp_halfcheetah(torch.device("cuda"), seconds, repeats)
+            out = warp_section(torch.device("cuda"), seconds, repeats)
         elif name == "gpu-ppo":
             out = gpu_ppo()
         elif name == "scaling":

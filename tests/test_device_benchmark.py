@@ -114,3 +114,14 @@ def test_docstring_examples(module) -> None:
 
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False, report=True)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("env_id", ["Hopper-v5"])
+def test_warp_vs_pool_runs_on_the_cpu(env_id: str, capsys) -> None:
+    """The GPU session's ``warp`` section, on Warp's CPU mode with a few worlds."""
+    pytest.importorskip("warp")
+    pytest.importorskip("mujoco_warp")
+    out = device.warp_vs_pool(env_id, torch.device("cpu"), 0.05, 1, n=2, threads=1)
+    assert out["env_id"] == env_id and out["pool_envs"] == 4 and out["pool_threads"] == 1
+    assert out["warp"] > 0 and out["cpp_pool"] > 0 and out["ratio"] == out["warp"] / out["cpp_pool"]
+    assert f"{env_id} env steps/s" in capsys.readouterr().out

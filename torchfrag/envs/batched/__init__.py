@@ -28,7 +28,10 @@ from torchfrag.envs.batched.classic import (
 )
 
 __all__ = ["BatchedEnv", "CartPole", "Acrobot", "MountainCar", "MountainCarContinuous",
-           "Pendulum", "ENVS", "make", "list_envs"]
+           "Pendulum", "ENVS", "MUJOCO_WARP_IDS", "make", "list_envs"]
+
+#: Ids served by MuJoCo Warp (:mod:`torchfrag.envs.batched.mjwarp`, optional extra).
+MUJOCO_WARP_IDS = ("HalfCheetah-v5", "Hopper-v5", "Ant-v5")
 
 #: Env id -> class.
 ENVS: dict[str, type[BatchedEnv]] = {
@@ -44,18 +47,20 @@ def list_envs() -> list[str]:
 def make(env_id: str, num_envs: int = 1, **kwargs: Any) -> BatchedEnv:
     """Builds the torch-native env ``env_id`` (arguments as :class:`BatchedEnv`).
 
-    ``"HalfCheetah-v5"`` builds :class:`~torchfrag.envs.batched.mjwarp.HalfCheetahWarp`
-    (MuJoCo Warp, the optional ``[gpu]`` extra), imported only then.
+    ``"HalfCheetah-v5"``, ``"Hopper-v5"`` and ``"Ant-v5"`` build the MuJoCo Warp
+    envs of :mod:`torchfrag.envs.batched.mjwarp` (the optional ``[gpu]`` extra),
+    imported only then.
 
     Raises:
         ValueError: ``env_id`` has no torch-native implementation.
     """
-    if env_id == "HalfCheetah-v5":
-        from torchfrag.envs.batched.mjwarp import HalfCheetahWarp
+    if env_id in MUJOCO_WARP_IDS:
+        from torchfrag.envs.batched.mjwarp import WARP_ENVS
 
-        return HalfCheetahWarp(num_envs, **kwargs)
+        return WARP_ENVS[env_id](num_envs, **kwargs)
     try:
         cls = ENVS[env_id]
     except KeyError:
-        raise ValueError(f"no torch-native env {env_id!r}; available: {list_envs()}") from None
+        raise ValueError(f"no torch-native env {env_id!r}; available: {list_envs()} and, on "
+                         f"MuJoCo Warp, {list(MUJOCO_WARP_IDS)}") from None
     return cls(num_envs, **kwargs)

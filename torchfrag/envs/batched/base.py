@@ -130,8 +130,12 @@ class BatchedEnv(EnvBase):
                 if arr.ndim > 1:
                     raise ValueError(f"option {name}: expected a float or {n} floats, got shape "
                                      f"{arr.shape}")
-                if not np.all(np.isfinite(arr)):
-                    raise ValueError(f"option {name}={value!r}: values must be finite")
+                # An option whose default is infinite (a range with no upper bound,
+                # e.g. Hopper's healthy_z_max) takes infinities; none takes NaN.
+                unbounded = not math.isfinite(float(info.default))
+                if np.any(np.isnan(arr)) or (not unbounded and not np.all(np.isfinite(arr))):
+                    raise ValueError(f"option {name}={value!r}: values must be "
+                                     f"{'numbers (not NaN)' if unbounded else 'finite'}")
                 params[name] = torch.as_tensor(np.broadcast_to(arr, (n,)).copy(), device=dev)
                 continue
             if isinstance(value, (list, tuple, np.ndarray, torch.Tensor)):

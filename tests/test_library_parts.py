@@ -256,3 +256,16 @@ def test_ale_lives_follow_the_fast_paths_and_only_atari_has_them() -> None:
         cart.ale  # noqa: B018
     for e in (env, single, cart):
         e.close()
+
+
+def test_nature_cnn_loads_checkpoints_of_the_hand_written_one() -> None:
+    torch.manual_seed(2)
+    old = HandWrittenNatureCNN()
+    new = NatureCNN()
+    new.load_state_dict(old.state_dict())  # strict: every old key maps onto a new one
+    x = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
+    assert torch.equal(new(x), old(x))
+    # and inside a larger module (prefixed keys), as in an actor-critic checkpoint
+    outer_old, outer_new = nn.Sequential(HandWrittenNatureCNN()), nn.Sequential(NatureCNN())
+    outer_new.load_state_dict(outer_old.state_dict())
+    assert torch.equal(outer_new(x), outer_old(x))

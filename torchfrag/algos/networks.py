@@ -83,10 +83,24 @@ class NatureCNN(nn.Module):
         for m in (*self.conv, *self.fc):
             ortho_init(m, math.sqrt(2))
         self.out_features = features
+        self.register_load_state_dict_pre_hook(_rename_hand_written_keys)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # ConvNet folds any leading batch dimensions itself (and takes one unbatched frame stack).
         return self.fc(self.conv(x.float() / 255.0))
+
+
+#: Parameter names of the hand-written ``nn.Sequential`` NatureCNN (``net.<i>``) -> these layers.
+_HAND_WRITTEN_KEYS = {"net.0.": "conv.0.", "net.2.": "conv.2.", "net.4.": "conv.4.", "net.7.": "fc.0."}
+
+
+def _rename_hand_written_keys(module: nn.Module, state_dict: dict, prefix: str, *args: object) -> None:
+    """Loads checkpoints written before NatureCNN was built from ConvNet + MLP (same tensors)."""
+    for old, new in _HAND_WRITTEN_KEYS.items():
+        for suffix in ("weight", "bias"):
+            key = prefix + old + suffix
+            if key in state_dict:
+                state_dict[prefix + new + suffix] = state_dict.pop(key)
 
 
 def make_cnn_actor_critic(env: EnvBase, features: int = 512) -> tuple[ProbabilisticActor, ValueOperator]:

@@ -199,35 +199,43 @@ def _gym_breakout():
 
 @pytest.mark.skipif("Breakout-v5" not in list_envs(), reason="Atari envs not built")
 @pytest.mark.filterwarnings("ignore:The base_env is not a gym env")
-def test_end_of_life_transform_on_pool_env_matches_gymenv_on_ale() -> None:
-    """TorchRL's own EndOfLifeTransform: a batched PoolEnv (auto-resets included) vs GymWrapper."""
+@pytest.mark.parametrize("num_envs", [2, None])
+def test_end_of_life_transform_on_pool_env_matches_gymenv_on_ale(num_envs: int | None) -> None:
+    """TorchRL's own EndOfLifeTransform: a PoolEnv (auto-resets included) vs GymWrapper on ALE.
+
+    Batched (``[2]``, the pool's conventions) and unbatched (GymEnv's conventions).
+    """
     pytest.importorskip("ale_py")
     pytest.importorskip("cv2")
-    n, steps = 2, 700
-    ours = TransformedEnv(PoolEnv("Breakout-v5", n, seed=0, **ALIGN), EndOfLifeTransform())
+    n, steps = num_envs or 1, 700 if num_envs else 400
+    ours = TransformedEnv(PoolEnv("Breakout-v5", num_envs, seed=0, categorical_action_encoding=True,
+                                  **ALIGN), EndOfLifeTransform())
     refs = [TransformedEnv(_gym_breakout(), EndOfLifeTransform()) for _ in range(n)]
     actions = torch.from_numpy(np.random.default_rng(0).integers(0, 4, size=(steps, n)))
+
+    def row(x: torch.Tensor, i: int) -> torch.Tensor:
+        return (x if num_envs is None else x[i]).reshape(-1).to(torch.float64)
+
     td = ours.reset()
     ref_tds = [r.reset() for r in refs]
     keys = ["lives", "end-of-life"]
     for i in range(n):
         for k in keys:
-            assert torch.equal(td[k][i].reshape(-1), ref_tds[i][k].reshape(-1)), k
+            assert torch.equal(row(td[k], i), row(ref_tds[i][k], None)), k
     eol_seen, games = 0, 0
     for t in range(steps):
-        td["action"] = actions[t]
+        td["action"] = actions[t] if num_envs else actions[t, 0]
         step, td = ours.step_and_maybe_reset(td)
         for i in range(n):
             ref_tds[i]["action"] = actions[t, i]
             ref_step, ref_tds[i] = refs[i].step_and_maybe_reset(ref_tds[i])
             for k in [*keys, "done", "reward"]:
-                assert torch.equal(step["next", k][i].reshape(-1).to(torch.float64),
-                                   ref_step["next", k].reshape(-1).to(torch.float64)), (t, i, k)
+                assert torch.equal(row(step["next", k], i), row(ref_step["next", k], None)), (t, i, k)
             for k in keys:  # after the auto-reset: the new game's values
-                assert torch.equal(td[k][i].reshape(-1), ref_tds[i][k].reshape(-1)), (t, i, k)
+                assert torch.equal(row(td[k], i), row(ref_tds[i][k], None)), (t, i, k)
         eol_seen += int(step["next", "end-of-life"].sum())
         games += int(step["next", "done"].sum())
-    assert games >= 2 and eol_seen >= 5 * games  # lives lost, game overs and new games covered
+    assert games >= n and eol_seen >= 5 * games  # lives lost, game overs and new games covered
     ours.close()
     for r in refs:
         r.close()

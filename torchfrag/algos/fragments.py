@@ -30,6 +30,9 @@ class RewardScale(Fragment):
     placement policy can run it next to the rollout, on the actors: it
     declares :attr:`~torchfrag.fragments.Fragment.per_env` (each env's rows
     are scaled alone), which is what placement reads, never the class name.
+    The transform's call costs ~46us where the product cost ~24us
+    (``benchmarks/library_parts.py``), once per training iteration: well
+    under 0.1% of one.
 
     Args:
         scale: The factor, ``> 0`` (``RewardScaling`` clamps smaller scales to

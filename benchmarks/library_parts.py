@@ -107,7 +107,8 @@ def cases(seconds: float) -> dict[str, tuple[str, str, Callable, Callable]]:
         calls_per_second(lambda: frag(batch), seconds))
 
     stats = EpisodeStats()
-    counted = TransformedEnv(PoolEnv("CartPole-v1", 16, seed=0), Compose(RewardSum(), StepCounter()))
+    counted = TransformedEnv(PoolEnv("CartPole-v1", 16, seed=0),
+                             Compose(RewardSum(), StepCounter()))
 
     def kept():
         b = env.rollout(128, break_when_any_done=False)

@@ -19,7 +19,8 @@ import torch
 from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
 from torch import nn
 from torchrl.envs import EnvBase
-from torchrl.modules import MLP, ActorValueOperator, ConvNet, ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl.modules import (MLP, ActorValueOperator, ConvNet, ProbabilisticActor, TanhNormal,
+                             ValueOperator)
 
 from torchfrag.algos.envs import is_discrete, is_image
 
@@ -91,10 +92,12 @@ class NatureCNN(nn.Module):
 
 
 #: Parameter names of the hand-written ``nn.Sequential`` NatureCNN (``net.<i>``) -> these layers.
-_HAND_WRITTEN_KEYS = {"net.0.": "conv.0.", "net.2.": "conv.2.", "net.4.": "conv.4.", "net.7.": "fc.0."}
+_HAND_WRITTEN_KEYS = {"net.0.": "conv.0.", "net.2.": "conv.2.", "net.4.": "conv.4.",
+                      "net.7.": "fc.0."}
 
 
-def _rename_hand_written_keys(module: nn.Module, state_dict: dict, prefix: str, *args: object) -> None:
+def _rename_hand_written_keys(module: nn.Module, state_dict: dict, prefix: str,
+                              *args: object) -> None:
     """Loads checkpoints written before NatureCNN was built from ConvNet + MLP (same tensors)."""
     for old, new in _HAND_WRITTEN_KEYS.items():
         for suffix in ("weight", "bias"):

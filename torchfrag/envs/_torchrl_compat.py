@@ -31,7 +31,8 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-__all__ = ["OVERRIDDEN_PRIVATE_HOOKS", "PRIVATE_APIS", "make_compatible_policy", "new_tensordict", "step_mdp"]
+__all__ = ["OVERRIDDEN_PRIVATE_HOOKS", "PRIVATE_APIS", "make_compatible_policy", "new_tensordict",
+           "step_mdp"]
 
 #: The private names this module relies on, as ``(module or class, attribute)``.
 PRIVATE_APIS: tuple[tuple[str, str], ...] = (

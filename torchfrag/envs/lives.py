@@ -32,7 +32,7 @@ __all__ = ["AleLives"]
 
 
 class AleLives:
-    """Per-env ALE lives kept from pool infos; ``lives()`` as Gymnasium's ``env.unwrapped.ale.lives()``.
+    """Per-env ALE lives kept from pool infos; ``lives()`` as Gymnasium's ``unwrapped.ale.lives()``.
 
     Args:
         num_envs: Envs in the pool.

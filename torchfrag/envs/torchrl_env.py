@@ -422,7 +422,8 @@ class PoolEnv(EnvBase):
         (``TransformedEnv(PoolEnv("Breakout-v5", 8), EndOfLifeTransform())``).
         """
         if self._ale_lives is None:
-            raise AttributeError(f"PoolEnv({self.env_id!r}) has no 'ale': only Atari envs report lives")
+            raise AttributeError(f"PoolEnv({self.env_id!r}) has no 'ale': only Atari envs report"
+                                 " lives")
         return self._ale_lives
 
     @property

@@ -5,8 +5,9 @@ before, as written out in ``tests/test_library_parts.py``) and the library-based
 one now in the package, on the same inputs, alternating the two (reversed every
 other repeat), medians of the repeats; one thread.
 
-* ``NatureCNN``: forward of the Nature-DQN torso on a ``[32, 4, 84, 84]`` uint8
-  batch (TorchRL ``ConvNet`` + ``MLP`` vs the hand-written ``nn.Sequential``);
+* ``NatureCNN``: forward, and forward + backward, of the Nature-DQN torso on a
+  ``[32, 4, 84, 84]`` uint8 batch (TorchRL ``ConvNet`` + ``MLP`` vs the
+  hand-written ``nn.Sequential``);
 * ``RandomActor``: one call on a 16-env CartPole carry (TorchRL ``RandomPolicy``
   vs ``spec.rand``);
 * ``RewardScale``: one call on a ``[16, 128]`` batch (TorchRL ``RewardScaling``
@@ -90,6 +91,15 @@ def cases(seconds: float) -> dict[str, tuple[str, str, Callable, Callable]]:
     out["NatureCNN forward, batch 32"] = ("hand-written", "ConvNet+MLP",
                                           calls_per_second(fwd(old_cnn), seconds),
                                           calls_per_second(fwd(new_cnn), seconds))
+
+    def train(net):
+        def f():
+            net.zero_grad(set_to_none=True)
+            net(x).square().mean().backward()
+        return f
+    out["NatureCNN forward+backward, batch 32"] = ("hand-written", "ConvNet+MLP",
+                                                   calls_per_second(train(old_cnn), seconds),
+                                                   calls_per_second(train(new_cnn), seconds))
 
     env = PoolEnv("CartPole-v1", 16, seed=0)
     carry = env.reset()

@@ -101,13 +101,28 @@ def test_no_private_torchrl_api_outside_the_compat_module() -> None:
     for path in sorted(root.rglob("*.py")):
         if path.name == "_torchrl_compat.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        # names this file binds to TorchRL/tensordict modules and objects (any private
+        # attribute of one of them counts, e.g. ``torchrl.envs.utils._helper``)
+        library_names = {"torchrl", "tensordict"}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                library_names |= {(a.asname or a.name).split(".")[0] for a in node.names
+                                  if a.name.split(".")[0] in ("torchrl", "tensordict")}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+                    "torchrl", "tensordict"):
+                library_names |= {a.asname or a.name for a in node.names}
+        for node in ast.walk(tree):
             where = f"{path.relative_to(root.parent)}:{getattr(node, 'lineno', '?')}"
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
                     "torchrl", "tensordict"):
                 found += [f"{where} imports {a.name}" for a in node.names if a.name.startswith("_")]
             elif isinstance(node, ast.Attribute) and node.attr in private - allowed:
                 found.append(f"{where} uses .{node.attr}")
+            elif (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                  and not node.attr.startswith("__") and node.attr not in allowed
+                  and isinstance(node.value, ast.Name) and node.value.id in library_names):
+                found.append(f"{where} uses {node.value.id}.{node.attr}")
             elif isinstance(node, ast.FunctionDef) and node.name in private - allowed:
                 found.append(f"{where} overrides {node.name}")
     assert not found, ("private TorchRL/tensordict APIs outside torchfrag/envs/_torchrl_compat.py"

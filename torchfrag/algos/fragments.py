@@ -15,6 +15,7 @@ from typing import Any
 
 from tensordict import TensorDictBase
 from torch import nn
+from torchrl.envs import RewardScaling
 
 from torchfrag.fragments import Fragment
 
@@ -22,7 +23,20 @@ __all__ = ["Anneal", "RewardScale", "TargetUpdate"]
 
 
 class RewardScale(Fragment):
-    """Multiplies ``("next", "reward")`` by a constant (a tiny custom fragment).
+    """Multiplies ``("next", "reward")`` by a constant: TorchRL's ``RewardScaling`` as a fragment.
+
+    The computation is :class:`~torchrl.envs.RewardScaling` (``loc=0``) on the
+    batch's ``("next", "reward")``; the fragment face is kept so that a
+    placement policy can run it next to the rollout, on the actors: it
+    declares :attr:`~torchfrag.fragments.Fragment.per_env` (each env's rows
+    are scaled alone), which is what placement reads, never the class name.
+    The transform's call costs ~42us where the product cost ~22us
+    (``benchmarks/library_parts.py``), once per training iteration: well
+    under 0.1% of one.
+
+    Args:
+        scale: The factor, ``> 0`` (``RewardScaling`` clamps smaller scales to
+            ``1e-6``, so they are refused here rather than changed silently).
 
     Example:
         >>> import torch
@@ -37,11 +51,19 @@ class RewardScale(Fragment):
 
     def __init__(self, scale: float) -> None:
         super().__init__([("next", "reward")], [("next", "reward")])
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
+            raise ValueError(f"RewardScale: scale must be a number > 0, got {scale!r}")
         self.scale = float(scale)
+        key = ("next", "reward")
+        # Not a registered submodule: its 0-dim loc/scale buffers stay on the CPU (a CUDA
+        # reward times a 0-dim CPU tensor needs no copy, and RewardScaling's
+        # ``if self.standard_normal`` then never synchronises with a device), and the
+        # fragment's state_dict stays empty, as checkpoints written before expect.
+        self.__dict__["transform"] = RewardScaling(loc=0.0, scale=self.scale, in_keys=[key],
+                                                   out_keys=[key])
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        key = ("next", "reward")
-        return tensordict.set(key, tensordict.get(key) * self.scale)
+        return self.transform(tensordict)
 
 
 class TargetUpdate(Fragment):

@@ -19,7 +19,8 @@ import torch
 from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
 from torch import nn
 from torchrl.envs import EnvBase
-from torchrl.modules import MLP, ActorValueOperator, ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl.modules import (MLP, ActorValueOperator, ConvNet, ProbabilisticActor, TanhNormal,
+                             ValueOperator)
 
 from torchfrag.algos.envs import is_discrete, is_image
 
@@ -54,7 +55,14 @@ def mlp(n_in: int, n_out: int, hidden: list[int], out_gain: float = 1.0,
 class NatureCNN(nn.Module):
     """The Nature-DQN torso (Mnih et al. 2015) on ``uint8`` frame stacks: 3 convs + 512 units.
 
-    Inputs are scaled by 1/255; weights are orthogonal with gain ``sqrt(2)`` (CleanRL).
+    Built from TorchRL's :class:`~torchrl.modules.ConvNet` (32x8 stride 4,
+    64x4 stride 2, 64x3 stride 1, ReLU, flattened) and
+    :class:`~torchrl.modules.MLP` (one ReLU layer of ``features`` units), the
+    layers of ``ConvNet.default_atari_dqn`` without its action head. Inputs
+    are scaled by 1/255; weights are orthogonal with gain ``sqrt(2)``, biases
+    zero (CleanRL). The layers are built and initialised in the order of the
+    hand-written ``nn.Sequential`` this replaced, so a given seed gives the
+    same weights as before.
 
     Args:
         in_channels: Stacked frames (4 for the standard Atari preprocessing).
@@ -69,21 +77,33 @@ class NatureCNN(nn.Module):
 
     def __init__(self, in_channels: int = 4, features: int = 512) -> None:
         super().__init__()
-        self.net = nn.Sequential(
-            nn.Conv2d(in_channels, 32, 8, stride=4), nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
-            nn.Flatten(),
-            nn.Linear(64 * 7 * 7, features), nn.ReLU(),
-        )
-        for m in self.net:
+        self.conv = ConvNet(in_features=in_channels, num_cells=[32, 64, 64], kernel_sizes=[8, 4, 3],
+                            strides=[4, 2, 1], activation_class=nn.ReLU)
+        self.fc = MLP(in_features=64 * 7 * 7, out_features=features, num_cells=[],
+                      activation_class=nn.ReLU, activate_last_layer=True)
+        for m in (*self.conv, *self.fc):
             ortho_init(m, math.sqrt(2))
         self.out_features = features
+        self.register_load_state_dict_pre_hook(_rename_hand_written_keys)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        lead = x.shape[:-3]
-        y = self.net(x.reshape(-1, *x.shape[-3:]).float() / 255.0)
-        return y.reshape(*lead, self.out_features)
+        # ConvNet folds any leading batch dimensions itself (and takes one unbatched frame stack).
+        return self.fc(self.conv(x.float() / 255.0))
+
+
+#: Parameter names of the hand-written ``nn.Sequential`` NatureCNN (``net.<i>``) -> these layers.
+_HAND_WRITTEN_KEYS = {"net.0.": "conv.0.", "net.2.": "conv.2.", "net.4.": "conv.4.",
+                      "net.7.": "fc.0."}
+
+
+def _rename_hand_written_keys(module: nn.Module, state_dict: dict, prefix: str,
+                              *args: object) -> None:
+    """Loads checkpoints written before NatureCNN was built from ConvNet + MLP (same tensors)."""
+    for old, new in _HAND_WRITTEN_KEYS.items():
+        for suffix in ("weight", "bias"):
+            key = prefix + old + suffix
+            if key in state_dict:
+                state_dict[prefix + new + suffix] = state_dict.pop(key)
 
 
 def make_cnn_actor_critic(env: EnvBase, features: int = 512) -> tuple[ProbabilisticActor, ValueOperator]:

@@ -13,6 +13,7 @@ import math
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from torchrl.envs import EnvBase
+from torchrl.envs.utils import RandomPolicy
 
 from torchfrag.fragments import Fragment, Rollout
 
@@ -28,6 +29,10 @@ REPLAY_KEYS = ["observation", "action", ("next", "observation"), ("next", "rewar
 class RandomActor(TensorDictModuleBase):
     """Uniformly random actions from ``env``'s action spec (replay warm-up).
 
+    TorchRL's :class:`~torchrl.envs.utils.RandomPolicy` on the env's (batched)
+    full action spec, with the ``in_keys``/``out_keys`` a fragment needs
+    (:class:`~torchfrag.fragments.Act` reads them; ``RandomPolicy`` has none).
+
     Example:
         >>> from torchfrag.algos.envs import make_env
         >>> from torchfrag.algos.replay import RandomActor
@@ -40,10 +45,11 @@ class RandomActor(TensorDictModuleBase):
         super().__init__()
         self.in_keys = ["observation"]
         self.out_keys = list(env.action_keys)
-        self.__dict__["_spec"] = env.full_action_spec_unbatched
+        # A plain attribute, not a submodule: RandomPolicy is no nn.Module and has no parameters.
+        self.__dict__["policy"] = RandomPolicy(env.full_action_spec)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        return tensordict.update(self._spec.rand(tensordict.batch_size))
+        return self.policy(tensordict)
 
 
 def prefill(rollout: Rollout, env: EnvBase, frames: int, write: Fragment) -> int:

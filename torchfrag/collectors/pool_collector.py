@@ -183,7 +183,8 @@ class _RandomPolicy:
     Kept instead of TorchRL's ``RandomPolicy``: that one writes into a
     TensorDict built per call, while :meth:`sample` hands the pool a bare
     tensor (the collector's random mode runs at ~0.5M frames/s, where a
-    TensorDict per batch is a measurable share).
+    TensorDict per batch is a measurable share: 16 envs' actions take ~4us
+    here, ~14us through ``RandomPolicy``; ``benchmarks/library_parts.py``).
     """
 
     def __init__(self, action_spec_unbatched: Any) -> None:

@@ -1,11 +1,21 @@
 """The private TorchRL/tensordict APIs torchfrag's envs and collectors still use, in one place.
 
 Each is used because the public equivalent costs measurably more per step in
-the hot loops of :class:`~torchfrag.envs.PoolEnv` and
+the hot loops of :class:`~torchfrag.envs.PoolEnv`,
+:class:`~torchfrag.envs.batched.BatchedEnv` and
 :class:`~torchfrag.collectors.PoolCollector` (see the comment on each). A
 TorchRL or tensordict upgrade that renames or changes one of them makes
 ``tests/test_torchrl_compat.py`` fail with the name of the API, instead of a
-confusing error deep inside a rollout.
+confusing error deep inside a rollout. No other module of the package calls a
+private TorchRL or tensordict name (that test greps the package for them).
+
+One private name is not called but overridden: ``EnvBase._step_and_maybe_reset``,
+which ``EnvBase.step_and_maybe_reset`` (and so ``rollout`` and the collectors)
+dispatches to; ``PoolEnv`` and ``BatchedEnv`` override it with their fused
+step-and-auto-reset. If TorchRL stopped dispatching to it, those envs would
+silently fall back to the generic path (same results, several times slower):
+the test checks the dispatch. ``_step``, ``_reset`` and ``_set_seed`` are
+TorchRL's documented hooks for custom envs, not private APIs.
 
 Example:
     >>> import torch
@@ -21,13 +31,20 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-__all__ = ["PRIVATE_APIS", "make_compatible_policy", "new_tensordict", "step_mdp"]
+__all__ = ["OVERRIDDEN_PRIVATE_HOOKS", "PRIVATE_APIS", "make_compatible_policy", "new_tensordict",
+           "step_mdp"]
 
 #: The private names this module relies on, as ``(module or class, attribute)``.
 PRIVATE_APIS: tuple[tuple[str, str], ...] = (
     ("tensordict.TensorDict", "_new_unsafe"),
     ("torchrl.envs.utils", "_make_compatible_policy"),
     ("torchrl.envs.EnvBase", "_step_mdp"),
+    ("torchrl.envs.EnvBase", "_step_and_maybe_reset"),
+)
+
+#: Private names torchfrag's env classes override (TorchRL calls them), as ``(class, method)``.
+OVERRIDDEN_PRIVATE_HOOKS: tuple[tuple[str, str], ...] = (
+    ("torchrl.envs.EnvBase", "_step_and_maybe_reset"),
 )
 
 

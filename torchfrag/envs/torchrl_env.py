@@ -38,6 +38,7 @@ from torchrl.data.utils import numpy_to_torch_dtype_dict
 from torchrl.envs import EnvBase
 
 from torchfrag.envs._torchrl_compat import make_compatible_policy, new_tensordict, step_mdp
+from torchfrag.envs.lives import AleLives
 from torchfrag.envs.pool import EnvPool
 from torchfrag.envs.spec import EnvSpec
 
@@ -346,6 +347,8 @@ class PoolEnv(EnvBase):
             k: np.zeros((n, *self.pool_spec.infos[v].shape), dtype=self.pool_spec.infos[v].dtype)
             for k, v in self._info_names.items() if k != "elapsed_step"
         }
+        # What TorchRL's EndOfLifeTransform reads as env.unwrapped.ale.lives() (Atari only).
+        self._ale_lives = AleLives(n, batched) if "lives" in self.pool_spec.infos else None
 
     @classmethod
     def make(cls, env_id: str, num_envs: int = 1, **kwargs: Any) -> PoolEnv:
@@ -405,6 +408,23 @@ class PoolEnv(EnvBase):
             truncated=Categorical(2, shape=(*lead, 1), dtype=torch.bool, device=dev),
             shape=lead, device=dev,
         )
+
+    @property
+    def unwrapped(self) -> PoolEnv:
+        """The env itself (no wrappers), as Gymnasium's ``env.unwrapped``, for ``unwrapped.ale``."""
+        return self
+
+    @property
+    def ale(self) -> AleLives:
+        """Atari only: ``ale.lives()``, each env's lives now, as Gymnasium's ``env.unwrapped.ale``.
+
+        What TorchRL's :class:`~torchrl.envs.EndOfLifeTransform` reads
+        (``TransformedEnv(PoolEnv("Breakout-v5", 8), EndOfLifeTransform())``).
+        """
+        if self._ale_lives is None:
+            raise AttributeError(f"PoolEnv({self.env_id!r}) has no 'ale': only Atari envs report"
+                                 " lives")
+        return self._ale_lives
 
     @property
     def pool(self) -> EnvPool:
@@ -499,6 +519,8 @@ class PoolEnv(EnvBase):
             self._reset_obs[idx] = obs[idx]
             for k, buf in self._reset_infos.items():
                 buf[idx] = info[self._info_names[k]][idx]
+        if self._ale_lives is not None:
+            self._ale_lives.stepped(info, done)
         return self._finish(data), done
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -519,17 +541,22 @@ class PoolEnv(EnvBase):
         if mask is None:
             obs, info = self._pool.reset()
             self._pending[:] = False
+            if self._ale_lives is not None:
+                self._ale_lives.reset(None, info)
             data = {self._obs_key: self._obs_tensor(obs)}
             for k, name in self._info_names.items():
                 data[k] = torch.from_numpy(info[name]).clone()
         else:
             ids = np.flatnonzero(mask)
             real = ids[~self._pending[ids]]
+            info = None
             if real.size:
                 obs, info = self._pool.reset(real)
                 self._reset_obs[real] = obs
                 for k, buf in self._reset_infos.items():
                     buf[real] = info[self._info_names[k]]
+            if self._ale_lives is not None:
+                self._ale_lives.reset(real, info, served=ids[self._pending[ids]])
             self._pending[ids] = False
             data = {self._obs_key: self._obs_tensor(self._reset_obs)}
             for k, buf in self._reset_infos.items():
@@ -584,6 +611,8 @@ class PoolEnv(EnvBase):
             zeros = torch.zeros((self.num_envs, 1), dtype=torch.bool, device=self.device)
             for k in ("done", "terminated", "truncated"):
                 tensordict_.set(k, zeros.clone())
+            if self._ale_lives is not None:
+                self._ale_lives.reset(np.empty(0, dtype=np.int64), None, served=idx.numpy())
             self._pending[:] = False
         return tensordict, tensordict_
 
@@ -737,6 +766,8 @@ class PoolEnv(EnvBase):
         # Leave the env where TorchRL's loop would: the last step's finished envs
         # wait for a reset, served from the pool's auto-reset.
         self._pending[:] = done
+        if self._ale_lives is not None:
+            self._ale_lives.stepped(info, done)
         if done.any():
             idx = np.flatnonzero(done)
             self._reset_obs[idx] = obs[idx]

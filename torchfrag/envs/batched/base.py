@@ -30,6 +30,7 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
+from torchfrag.envs._torchrl_compat import new_tensordict, step_mdp
 from torchfrag.envs.batched.rng import counter_uniform, env_seeds
 from torchfrag.envs.spec import EnvSpec, spec
 from torchfrag.envs.torchrl_env import action_spec_from, observation_spec_from
@@ -295,7 +296,7 @@ class BatchedEnv(EnvBase):
         done = term | trunc
         self._pending = done
         self._carry_obs = carry_obs
-        return TensorDict._new_unsafe({
+        return new_tensordict({
             "observation": next_obs,
             "reward": reward.to(torch.float32).unsqueeze(-1),
             "done": done.unsqueeze(-1),
@@ -323,7 +324,7 @@ class BatchedEnv(EnvBase):
         self._pending = torch.zeros(n, dtype=torch.bool, device=self.device) if mask is None \
             else self._pending & ~mask
         z = torch.zeros((n, 1), dtype=torch.bool, device=self.device)
-        return TensorDict._new_unsafe({
+        return new_tensordict({
             "observation": self.observe(self._state), "done": z, "terminated": z.clone(),
             "truncated": z.clone()}, batch_size=self.batch_size, device=self.device)
 
@@ -342,7 +343,7 @@ class BatchedEnv(EnvBase):
         if tensordict.device != self.device:
             tensordict = tensordict.to(self.device)
         tensordict = self.step(tensordict)
-        tensordict_ = self._step_mdp(tensordict)
+        tensordict_ = step_mdp(self, tensordict)
         tensordict_.set("observation", self._carry_obs)
         z = torch.zeros((self.num_envs, 1), dtype=torch.bool, device=self.device)
         for k in ("done", "terminated", "truncated"):

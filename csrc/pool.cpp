@@ -570,6 +570,34 @@ void Pool::seed(const std::vector<int64_t>& ids_in, const std::vector<uint64_t>&
   for (size_t j = 0; j < ids.size(); ++j) slots_[ids[j]].rng.reseed(seeds[j]);
 }
 
+RenderData Pool::render(int64_t id) {
+  auto api = lock_api("render");
+  const int64_t n = config_.num_envs;
+  if (id < 0 || id >= n) {
+    throw std::invalid_argument("env_index " + std::to_string(id) + " is out of range [0, " +
+                                std::to_string(n) + ")");
+  }
+  EnvSlot& s = slots_[id];
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (s.in_flight) {
+      throw std::runtime_error("cannot render env " + std::to_string(id) +
+                               " while it is in flight: recv() its result first");
+    }
+  }
+  // No send can start while the call lock is held, so the env stays idle.
+  if (!s.started) {
+    throw std::runtime_error("env " + std::to_string(id) +
+                             " has not been reset yet: call reset() before render()");
+  }
+  RenderData out;
+  if (!s.env->render(&out)) {
+    throw std::invalid_argument(spec_.id + " has nothing to render (render() supports classic "
+                                "control, Atari and MuJoCo envs)");
+  }
+  return out;
+}
+
 void Pool::raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& errors,
                             std::vector<int64_t> batch_ids) {
   std::vector<int64_t> ids;

@@ -175,6 +175,11 @@ class Pool {
   // New seeds for the given envs, used from their next reset.
   void seed(const std::vector<int64_t>& ids, const std::vector<uint64_t>& seeds);
 
+  // What env `id` shows now (Env::render): for a frame of its current
+  // state.  Refused while the env is in flight, before its first reset, and
+  // for envs with nothing to show.  Takes the call lock like seed().
+  RenderData render(int64_t id);
+
   int64_t in_flight() const;
   bool closed() const { return closed_.load() || forked(); }
   // Whether this object was made before a fork() of this process (it is a

@@ -330,6 +330,14 @@ class MujocoEnv : public Env {
     return step_task(a.values, out);
   }
 
+  // qpos then qvel: a renderer with the same model redraws the scene from
+  // them (torchfrag/envs/rendering.py).
+  bool render(RenderData* out) override {
+    out->state.assign(d_->qpos, d_->qpos + m_->nq);
+    out->state.insert(out->state.end(), d_->qvel, d_->qvel + m_->nv);
+    return true;
+  }
+
  protected:
   virtual void reset_model(Rng& rng) = 0;
   virtual void write_obs(double* obs) const = 0;

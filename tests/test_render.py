@@ -9,6 +9,7 @@ from __future__ import annotations
 import gymnasium
 import numpy as np
 import pytest
+import torch
 from test_classic_control import _random_actions as _actions
 
 from torchfrag.envs import PoolClosedError, list_envs, make, make_gymnasium
@@ -235,6 +236,19 @@ def test_torchrl_pixel_render_transform() -> None:
     env = TransformedEnv(PoolEnv("MountainCar-v0"), PixelRenderTransform())
     td = env.rollout(4)
     assert td["pixels"].shape == (4, 400, 600, 3)
+    env.close()
+
+
+def test_torchrl_gym_env_from_pixels() -> None:
+    """TorchRL's GymEnv(..., from_pixels=True) over a torchfrag id: pixels are our frames."""
+    pytest.importorskip("pygame")
+    from torchrl.envs import GymEnv
+
+    env = GymEnv("torchfrag/Acrobot-v1", from_pixels=True, pixels_only=False)
+    td = env.rollout(5)
+    assert td["pixels"].shape == (5, 500, 500, 3) and td["pixels"].dtype == torch.uint8
+    last = env._env.unwrapped.pool.render(0)  # the state after the last step
+    np.testing.assert_array_equal(td["next", "pixels"][-1].numpy(), last)
     env.close()
 
 

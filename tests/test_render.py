@@ -66,6 +66,38 @@ def test_classic_control_picture_options_follow_the_pool() -> None:
     assert not np.array_equal(pool.render(0), pool.render(1)[:, :, :])
 
 
+@pytest.mark.parametrize("autoreset", ["same_step", "next_step"])
+def test_terminal_frames_equal_gymnasium(autoreset: str) -> None:
+    """keep_final_frames: the frame of each episode's terminal state, though the pool reset it."""
+    pytest.importorskip("pygame")
+    pool = make("CartPole-v1", num_envs=2, seed=4, autoreset=autoreset)
+    pool.keep_final_frames(1)
+    ref = gymnasium.make("CartPole-v1", render_mode="rgb_array")
+    _, info = pool.reset()
+    ref.reset(seed=0)
+    ref.unwrapped.state = info["state"][1].copy()
+    rng = np.random.default_rng(3)
+    with pytest.raises(RuntimeError, match="has not finished an episode"):
+        pool.render(1, final=True)
+    with pytest.raises(RuntimeError, match="needs keep_final_render\\(0\\)"):
+        pool.render(0, final=True)
+    for _ in range(500):
+        a = rng.integers(0, 2, size=2)
+        _, _, term, trunc, _ = pool.step(a)
+        ref.step(int(a[1]))
+        if term[1] or trunc[1]:
+            break
+    assert term[1]
+    terminal = ref.render()
+    np.testing.assert_array_equal(pool.render(1, final=True), terminal)
+    if autoreset == "same_step":  # env 1 already plays its next episode
+        assert not np.array_equal(pool.render(1), terminal)
+    pool.keep_final_frames(1, keep=False)
+    with pytest.raises(RuntimeError, match="needs keep_final_render"):
+        pool.render(1, final=True)
+    pool.close()
+
+
 # -- Atari --------------------------------------------------------------------------------------
 @pytest.mark.skipif("Breakout-v5" not in list_envs(), reason="Atari not built")
 @pytest.mark.parametrize("game", ["Breakout", "Pong"])
@@ -276,6 +308,8 @@ def test_render_misuse_gives_clear_errors() -> None:
     debug.reset()
     with pytest.raises(ValueError, match="Debug-v0 has nothing to render"):
         debug.render(0)
+    with pytest.raises(ValueError, match="Debug-v0 has no frames to render"):
+        debug.keep_final_frames(0)
     debug.close()
 
 

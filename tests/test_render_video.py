@@ -41,9 +41,10 @@ def test_video_of_the_final_evaluation(tmp_path, overrides: list[str], shape: tu
     path = tmp_path / "eval_video.mp4"
     assert summary["video"] == str(path) and path.stat().st_size > 0
     count, frame_shape = _frames_in(str(path))
-    # One frame per step of env 0's recorded episodes, counted by the evaluation itself.
-    assert count == summary["video_frames"] == summary["video_steps"] > 0
-    assert summary["video_episodes"] >= 1
+    # As Gymnasium's RecordVideo: a frame after each reset and each step of env 0's recorded
+    # episodes (steps and episodes counted by the evaluation itself).
+    assert summary["video_episodes"] >= 1 and summary["video_steps"] >= 1
+    assert count == summary["video_frames"] == summary["video_steps"] + summary["video_episodes"]
     assert frame_shape == shape
 
 
@@ -68,7 +69,7 @@ def test_video_as_gif_without_ffmpeg(tmp_path, monkeypatch) -> None:
         # Pillow merges identical consecutive frames: count frames by duration (20 ms at 50 fps).
         total_ms = sum(f.info["duration"] for f in ImageSequence.Iterator(gif))
         size = gif.size
-    assert round(total_ms / 20) == summary["video_frames"] == summary["video_steps"]
+    assert round(total_ms / 20) == summary["video_frames"] == summary["video_steps"] + 1
     assert size == (600, 400)
 
 
@@ -82,11 +83,10 @@ def test_video_needs_an_env_that_renders_and_evaluation(tmp_path) -> None:
 
 
 def test_video_frames_are_render_frames(tmp_path) -> None:
-    """The recorded frames are the env's render() frames of env 0 (first frame: after reset)."""
+    """The recorded frames are env 0's render() frames: after the reset, ..., the terminal one."""
     pytest.importorskip("pygame")
     from omegaconf import OmegaConf
 
-    from torchfrag.algos.envs import make_env
     from torchfrag.train import _evaluate
 
     cfg = OmegaConf.create({"env": {"id": "CartPole-v1", "eval_envs": 1, "options": {}}})
@@ -103,8 +103,17 @@ def test_video_frames_are_render_frames(tmp_path) -> None:
     frames: list = []
     steps: list = []
     returns = _evaluate(cfg, actor, 1, seed=123, frames=frames, frame_steps=steps)
-    assert len(frames) == sum(steps) == int(returns[0])  # CartPole: reward 1 per step
-    env = make_env("CartPole-v1", 1, seed=123)
-    env.reset()
-    np.testing.assert_array_equal(frames[0], env.render(0))
-    env.close()
+    assert len(frames) == sum(steps) + 1 == int(returns[0]) + 1  # CartPole: reward 1 per step
+    # Replayed on a next_step pool (no auto-reset within the step): the same frames.
+    from torchfrag.envs import make
+
+    pool = make("CartPole-v1", 1, seed=123)
+    pool.reset()
+    replay = [pool.render(0)]
+    for _ in range(steps[0]):
+        pool.step(np.ones(1, dtype=np.int64))
+        replay.append(pool.render(0))
+    assert len(replay) == len(frames)
+    for t, (a, b) in enumerate(zip(frames, replay)):
+        np.testing.assert_array_equal(a, b, err_msg=f"frame {t}")
+    pool.close()

@@ -264,12 +264,13 @@ def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int,
     """Returns of ``episodes`` episodes of the deterministic policy on fresh envs.
 
     With ``frames`` (anything with ``append``: a list, a :class:`_VideoWriter`),
-    env 0's episodes are recorded into it: one ``render()`` frame (``[H, W, 3]``
-    uint8) per step, showing the state the step's action was chosen in, so an
-    episode of ``T`` steps adds ``T`` frames (``frame_steps`` receives each
-    recorded episode's ``T``). Evaluation then runs until env 0 ends an episode
-    (at least one; the returns are still those of the first ``episodes``
-    episodes), so that only whole episodes are recorded.
+    env 0's episodes are recorded into it as Gymnasium's ``RecordVideo`` does:
+    the ``render()`` frame (``[H, W, 3]`` uint8) after the reset and after
+    every step, the terminal one included, so an episode of ``T`` steps adds
+    ``T + 1`` frames (``frame_steps`` receives each recorded episode's ``T``).
+    Evaluation then runs until env 0 ends an episode (at least one; the
+    returns are still those of the first ``episodes`` episodes), so that only
+    whole episodes are recorded.
     """
     import torch
     from torchrl.envs import TransformedEnv
@@ -290,6 +291,9 @@ def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int,
     started = torch.zeros(n, dtype=torch.bool)
     steps0 = 0  # steps of env 0's current episode
     try:
+        if frames is not None:
+            # The pool resets a finished env within the step: keep its terminal frame.
+            pool_env.pool.keep_final_frames(0)
         carry = env.reset()
         if frames is not None:
             frames.append(pool_env.render(0))
@@ -303,9 +307,11 @@ def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int,
             done0 = bool(nxt.get("done")[0])
             if frames is not None:
                 steps0 += 1
-                if done0 and frame_steps is not None:
-                    frame_steps.append(steps0)
-                steps0 = 0 if done0 else steps0
+                if done0:
+                    frames.append(pool_env.render(0, final=True))
+                    if frame_steps is not None:
+                        frame_steps.append(steps0)
+                    steps0 = 0
             if len(returns) >= episodes and (frames is None or done0):
                 break
             if frames is not None:
@@ -525,7 +531,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         "checkpoint": last_ckpt, "run_dir": run_dir,
     }
     if cfg.video:
-        # video_steps: the steps of env 0's recorded episodes, one frame each.
+        # video_frames = video_steps + video_episodes: a frame per reset and per step.
         summary["video"] = video_path
         summary["video_frames"] = video_frames
         summary["video_episodes"] = len(frame_steps)

@@ -314,7 +314,7 @@ class EnvPool:
         return self._pool.recv(timeout)
 
     # -- rendering ----------------------------------------------------------------
-    def render(self, env_index: int = 0) -> np.ndarray:
+    def render(self, env_index: int = 0, final: bool = False) -> np.ndarray:
         """An RGB frame (``[H, W, 3]`` uint8) of env ``env_index`` as it is now.
 
         The frame is Gymnasium's ``render()`` of the same state: ALE's raw
@@ -323,6 +323,11 @@ class EnvPool:
         Gymnasium's camera; headless: EGL or OSMesa), see
         :mod:`torchfrag.envs.rendering`. Costs nothing until called. The env
         must have been reset and must not be in flight.
+
+        ``final=True``: the frame of the terminal state of the env's last
+        finished episode, which :meth:`keep_final_frames` must have asked for
+        (with ``autoreset="same_step"`` that state is gone once the step that
+        ended the episode returns).
 
         Example:
             >>> from torchfrag.envs import make
@@ -334,10 +339,38 @@ class EnvPool:
         if isinstance(env_index, bool) or not isinstance(env_index, (int, np.integer)):
             raise TypeError(f"env_index must be an int in [0, {self.num_envs}), got"
                             f" {type(env_index).__name__} {env_index!r}")
-        data = self._pool.render_data(int(env_index))
+        data = self._pool.render_data(int(env_index), bool(final))
         if self._renderer is None:
             self.configure_render()
         return self._renderer.frame(data, int(env_index))
+
+    def keep_final_frames(self, env_index: int = 0, keep: bool = True) -> None:
+        """Keep what the terminal states of env ``env_index`` render, for ``render(i, final=True)``.
+
+        Costs one capture of the render data (the screen, or the state) per
+        finished episode of that env, nothing for the others.
+
+        Example:
+            >>> import numpy as np
+            >>> from torchfrag.envs import make
+            >>> pool = make("CartPole-v1", autoreset="same_step")
+            >>> pool.keep_final_frames(0)
+            >>> _ = pool.reset()
+            >>> while not pool.step(np.ones(1, dtype=np.int64))[2][0]: pass
+            >>> pool.render(0, final=True).shape
+            (400, 600, 3)
+        """
+        from torchfrag.envs.rendering import RenderError, renderable
+
+        if isinstance(env_index, bool) or not isinstance(env_index, (int, np.integer)):
+            raise TypeError(f"env_index must be an int in [0, {self.num_envs}), got"
+                            f" {type(env_index).__name__} {env_index!r}")
+        if keep:
+            try:
+                renderable(self.env_id)
+            except RenderError as e:
+                raise ValueError(str(e)) from None
+        self._pool.keep_final_render(int(env_index), bool(keep))
 
     def configure_render(self, **render_kwargs: Any) -> None:
         """Sets rendering arguments: MuJoCo's ``width``, ``height``, ``camera_id``,

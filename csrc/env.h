@@ -80,8 +80,9 @@ class Env {
   // Advance one step; write the observation and the infos.
   virtual StepResult step(const Action& action, Rng& rng, const Row& out) = 0;
   // Fills `out` with what a frame of the current state is drawn from; false
-  // for envs that have nothing to show.  Called between steps, never while
-  // the env steps.
+  // for envs that have nothing to show.  Called between steps (on a worker
+  // thread for a kept terminal state), never concurrently with the env's own
+  // reset or step.
   virtual bool render(RenderData* out) {
     (void)out;
     return false;

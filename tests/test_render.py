@@ -222,6 +222,20 @@ def test_gymnasium_vector_env_renders_every_env() -> None:
     envs.close()
 
 
+@pytest.mark.parametrize("mode", ["vector_entry_point", "sync"])
+def test_gymnasium_make_vec_render_mode(mode: str) -> None:
+    """Both of Gymnasium's ways to vectorise a torchfrag id pass render_mode through."""
+    pytest.importorskip("pygame")
+    envs = gymnasium.make_vec("torchfrag/Pendulum-v1", num_envs=2, vectorization_mode=mode,
+                              render_mode="rgb_array")
+    envs.reset(seed=0)
+    frames = envs.render()
+    assert envs.render_mode == "rgb_array" and len(frames) == 2
+    assert all(f.shape == (500, 500, 3) for f in frames)
+    assert envs.metadata["render_fps"] == 30
+    envs.close()
+
+
 def test_render_without_render_mode_warns_like_gymnasium() -> None:
     envs = make_gymnasium("CartPole-v1", num_envs=2)
     envs.reset(seed=0)

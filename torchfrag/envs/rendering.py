@@ -11,9 +11,14 @@ a frame is made from:
 For the last two a :class:`FrameRenderer` keeps one Gymnasium env of the same
 id, built on the first frame, puts the state into it and calls its own
 ``render()``: the very drawing code of Gymnasium (pygame for classic control,
-MuJoCo's offscreen OpenGL renderer with Gymnasium's camera for MuJoCo), so the
-frames are Gymnasium's by construction and nothing is drawn twice in two
-codebases. Nothing of this runs, or is imported, unless a frame is asked for.
+MuJoCo's offscreen OpenGL renderer with Gymnasium's camera for MuJoCo), so
+nothing is drawn twice in two codebases. Classic-control and Atari frames equal
+Gymnasium's after the same reset and actions. MuJoCo frames equal Gymnasium's
+for the same state (``set_state``: qpos, qvel, ``mj_forward``); after a step
+Gymnasium draws the body positions its data still holds from inside
+``mj_step`` (with the Euler integrator, those of the last substep's start), so
+stepped frames differ slightly (tests/test_render.py measures it). Nothing of
+this runs, or is imported, unless a frame is asked for.
 
 Headless machines: classic control needs ``pygame`` (the ``render`` extra);
 pygame is told to use its ``dummy`` video driver when there is no display.

@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -361,6 +362,20 @@ class PyPool {
     without_gil([&] { pool_->seed(ids, seeds); });
   }
 
+  // The env's RGB screen ([H, W, 3] uint8) where it has one, else the float64
+  // state a Python renderer draws from (see Env::render).  The env work
+  // (ALE's palette conversion) runs without the GIL.
+  py::array render_data(int64_t env_index, bool final) {
+    RenderData d = without_gil([&] { return pool_->render(env_index, final); });
+    if (!d.rgb.empty()) {
+      py::array_t<uint8_t> frame({static_cast<py::ssize_t>(d.height),
+                                  static_cast<py::ssize_t>(d.width), py::ssize_t{3}});
+      std::memcpy(frame.mutable_data(), d.rgb.data(), d.rgb.size());
+      return frame;
+    }
+    return py::array_t<double>(static_cast<py::ssize_t>(d.state.size()), d.state.data());
+  }
+
   void close() {
     if (pool_->forked()) return;  // nothing of a parent's pool may be touched here
     without_gil([&] { pool_->close(); });
@@ -466,6 +481,15 @@ PYBIND11_MODULE(_C, m) {
       .def("async_reset", &PyPool::async_reset, py::arg("env_ids") = py::none())
       .def("recv", &PyPool::recv, py::arg("timeout") = py::none())
       .def("seed", &PyPool::seed, py::arg("env_ids"), py::arg("seeds"))
+      .def("render_data", &PyPool::render_data, py::arg("env_index"), py::arg("final") = false,
+           "RGB screen [H, W, 3] (Atari) or float64 render state of one env (final: of its "
+           "last terminal state, see keep_final_render).")
+      .def("keep_final_render",
+           [](PyPool& p, int64_t env_index, bool keep) {
+             without_gil([&] { p.pool().keep_final_render(env_index, keep); });
+           },
+           py::arg("env_index"), py::arg("keep"),
+           "Keep the render data of env_index's terminal states for render_data(final=True).")
       .def("close", &PyPool::close)
       .def_property_readonly("closed", [](PyPool& p) { return p.pool().closed(); })
       .def_property_readonly("in_flight", [](PyPool& p) { return p.pool().in_flight(); })

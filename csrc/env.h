@@ -50,6 +50,18 @@ struct Action {
   const double* values = nullptr;
 };
 
+// What an env exposes for rendering (Env::render): its RGB screen where it has
+// one (Atari: ALE's getScreenRGB), else the state a renderer outside the pool
+// draws from (classic control: the state plus what its picture shows besides;
+// MuJoCo: qpos then qvel).  Filled only when asked for, so rendering costs
+// nothing to a pool that never renders.
+struct RenderData {
+  std::vector<uint8_t> rgb;  // height * width * 3, row-major, when the env has a screen
+  int64_t height = 0;
+  int64_t width = 0;
+  std::vector<double> state;  // otherwise
+};
+
 struct StepResult {
   double reward = 0.0;
   bool terminated = false;
@@ -67,6 +79,14 @@ class Env {
   virtual void explicit_reset(Rng& rng, const Row& out) { reset(rng, out); }
   // Advance one step; write the observation and the infos.
   virtual StepResult step(const Action& action, Rng& rng, const Row& out) = 0;
+  // Fills `out` with what a frame of the current state is drawn from; false
+  // for envs that have nothing to show.  Called between steps (on a worker
+  // thread for a kept terminal state), never concurrently with the env's own
+  // reset or step.
+  virtual bool render(RenderData* out) {
+    (void)out;
+    return false;
+  }
 };
 
 // A family of env ids sharing one implementation (all Atari games, say).

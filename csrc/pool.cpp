@@ -570,6 +570,57 @@ void Pool::seed(const std::vector<int64_t>& ids_in, const std::vector<uint64_t>&
   for (size_t j = 0; j < ids.size(); ++j) slots_[ids[j]].rng.reseed(seeds[j]);
 }
 
+Pool::EnvSlot& Pool::render_slot(int64_t id, const char* what) {
+  const int64_t n = config_.num_envs;
+  if (id < 0 || id >= n) {
+    throw std::invalid_argument("env_index " + std::to_string(id) + " is out of range [0, " +
+                                std::to_string(n) + ")");
+  }
+  EnvSlot& s = slots_[id];
+  std::lock_guard<std::mutex> lock(state_mu_);
+  if (s.in_flight) {
+    throw std::runtime_error(std::string("cannot ") + what + " env " + std::to_string(id) +
+                             " while it is in flight: recv() its result first");
+  }
+  return s;
+}
+
+RenderData Pool::render(int64_t id, bool final) {
+  auto api = lock_api("render");
+  // No send can start while the call lock is held, so the env stays idle.
+  EnvSlot& s = render_slot(id, "render");
+  if (final) {
+    if (!s.keep_final_render) {
+      throw std::runtime_error("render(final=True) of env " + std::to_string(id) +
+                               " needs keep_final_render(" + std::to_string(id) +
+                               ") before its episodes end");
+    }
+    if (!s.has_final_render) {
+      throw std::runtime_error("env " + std::to_string(id) +
+                               " has not finished an episode since keep_final_render()");
+    }
+    return s.final_render;
+  }
+  if (!s.started) {
+    throw std::runtime_error("env " + std::to_string(id) +
+                             " has not been reset yet: call reset() before render()");
+  }
+  RenderData out;
+  if (!s.env->render(&out)) {
+    throw std::invalid_argument(spec_.id + " has nothing to render (render() supports classic "
+                                "control, Atari and MuJoCo envs)");
+  }
+  return out;
+}
+
+void Pool::keep_final_render(int64_t id, bool keep) {
+  auto api = lock_api("keep_final_render");
+  EnvSlot& s = render_slot(id, "keep_final_render of");
+  s.keep_final_render = keep;
+  s.has_final_render = false;
+  s.final_render = RenderData{};
+}
+
 void Pool::raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& errors,
                             std::vector<int64_t> batch_ids) {
   std::vector<int64_t> ids;
@@ -717,10 +768,16 @@ std::string Pool::process(int64_t env, BatchBuffers& buf, int64_t row, bool rese
       if (same_step) {
         snapshot_final(buf, row);
         if (terminated || truncated) {
+          // The terminal state is gone after the reset: keep its render data
+          // where asked for (one bool test per finished episode otherwise).
+          if (s.keep_final_render) s.has_final_render = s.env->render(&s.final_render);
           s.env->reset(s.rng, out);
           s.elapsed = 0;
         }
       } else if (terminated || truncated) {
+        // Still the terminal state until the next step resets it; kept all
+        // the same, so that render(final) means one thing in both modes.
+        if (s.keep_final_render) s.has_final_render = s.env->render(&s.final_render);
         s.needs_reset = true;
       }
     }

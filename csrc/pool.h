@@ -175,6 +175,18 @@ class Pool {
   // New seeds for the given envs, used from their next reset.
   void seed(const std::vector<int64_t>& ids, const std::vector<uint64_t>& seeds);
 
+  // What env `id` shows now (Env::render): for a frame of its current
+  // state.  Refused while the env is in flight, before its first reset, and
+  // for envs with nothing to show.  Takes the call lock like seed().
+  // final: what it showed at the end of its last finished episode instead,
+  // kept when keep_final_render(id, true) was set (a same_step pool resets a
+  // finished env in the step that finished it, so the terminal state is gone
+  // by the time the step returns).
+  RenderData render(int64_t id, bool final = false);
+  // Keep (or stop keeping) the render data of env `id`'s terminal states:
+  // one Env::render per finished episode of that env, nothing otherwise.
+  void keep_final_render(int64_t id, bool keep);
+
   int64_t in_flight() const;
   bool closed() const { return closed_.load() || forked(); }
   // Whether this object was made before a fork() of this process (it is a
@@ -197,6 +209,9 @@ class Pool {
     bool needs_reset = false;  // next_step mode: finished, reset on next step
     bool broken = false;       // env code threw; must be reset
     bool in_flight = false;
+    bool keep_final_render = false;  // see Pool::keep_final_render
+    bool has_final_render = false;
+    RenderData final_render;
   };
 
   struct Job {
@@ -241,6 +256,7 @@ class Pool {
   void snapshot_final(BatchBuffers& buf, int64_t row) const;
   void finish_async_row(int64_t batch, const std::string& error, int64_t env);
   void worker_loop();
+  EnvSlot& render_slot(int64_t id, const char* what);
   // Build envs on up to num_threads threads (ROM/model loading dominates pool start-up).
   void build_envs(const EnvFamily& family);
   static void raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& errors,

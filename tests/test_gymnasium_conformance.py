@@ -126,10 +126,15 @@ def test_autoreset_mode_enum_and_attribute() -> None:
         make_gymnasium("CartPole-v1", num_envs=2, autoreset=AutoresetMode.DISABLED)
 
 
-def test_render_mode_is_refused_not_dropped() -> None:
-    with pytest.raises(NotImplementedError, match="render_mode='rgb_array'"):
-        make_gymnasium("CartPole-v1", num_envs=2, render_mode="rgb_array")
+def test_render_mode_is_kept_or_refused_not_dropped() -> None:
+    # Frames themselves are compared with Gymnasium's in tests/test_render.py.
+    with pytest.raises(ValueError, match="render_mode='human' is not supported"):
+        make_gymnasium("CartPole-v1", num_envs=2, render_mode="human")
     envs = make_gymnasium("CartPole-v1", num_envs=2, render_mode=None)
+    assert envs.render_mode is None
+    envs.close()
+    envs = make_gymnasium("CartPole-v1", num_envs=2, render_mode="rgb_array")
+    assert envs.render_mode == "rgb_array"
     envs.close()
 
 

@@ -64,37 +64,3 @@ def test_cli_short_run(tmp_path, args: list[str]) -> None:
     assert summary["env"] == args[0].split("=", 1)[1]
     assert summary["frames"] == int(args[-1].split("=")[1])
     assert len(summary["eval_returns"]) == 1
-
-
-@pytest.mark.skipif("Breakout-v5" not in list_envs(), reason="Atari not built")
-def test_video_of_the_final_evaluation(tmp_path) -> None:
-    import imageio.v2 as imageio
-    import numpy as np
-
-    from torchfrag.train import train
-
-    cfg = compose_config(["env=Breakout-v5", "algo=ppo_atari", "algo.num_envs=2", "algo.steps=16",
-                          "algo.epochs=1", "algo.minibatch_size=32", "algo.total_frames=32",
-                          "eval_episodes=2", "env.eval_envs=2", "video=true", "progress=false",
-                          "plot=false"])
-    summary = train(cfg, run_dir=str(tmp_path))
-    path = tmp_path / "eval_video.gif"
-    assert summary["video"] == str(path) and path.stat().st_size > 0
-    frames = imageio.mimread(path)
-    assert np.asarray(frames[0]).shape[:2] == (84, 84)
-    # Pillow merges identical consecutive frames: count frames by duration (40 ms each).
-    from PIL import Image, ImageSequence
-
-    with Image.open(path) as gif:
-        total_ms = sum(f.info["duration"] for f in ImageSequence.Iterator(gif))
-    assert round(total_ms / 40) == summary["video_frames"] > 2
-    # Env 0's completed episodes: each contributes its steps plus the terminal frame.
-    assert summary["video_frames"] >= 4
-
-
-def test_video_needs_image_observations(tmp_path) -> None:
-    from torchfrag.train import train
-
-    cfg = compose_config(["env=CartPole-v1", "video=true", "progress=false"])
-    with pytest.raises(ValueError, match="video=true needs image observations"):
-        train(cfg, run_dir=str(tmp_path))

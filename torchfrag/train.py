@@ -228,16 +228,16 @@ def _check_resume(cfg: DictConfig, path: str, ckpt: dict[str, Any]) -> None:
 
 
 def _check_video(cfg: DictConfig) -> None:
-    """``video=true`` records observations: it needs image ones (the pool's envs do not render)."""
-    from torchfrag.envs import spec
+    """``video=true`` records ``render()`` frames of the final evaluation: the env must draw."""
+    from torchfrag.envs.rendering import RenderError, renderable
 
     if int(cfg.eval_episodes) <= 0:
         raise ValueError("video=true records the final evaluation episodes; set eval_episodes>0"
                          f" (got {cfg.eval_episodes})")
-    shape = spec(cfg.env.id, **dict(cfg.env.options)).observation_space.shape
-    if len(shape) not in (2, 3):
-        raise ValueError(f"video=true needs image observations (e.g. Atari); {cfg.env.id}'s are"
-                         f" {tuple(shape)} and the pool's envs do not render frames")
+    try:
+        renderable(cfg.env.id)
+    except RenderError as e:  # refused before training, not after
+        raise ValueError(f"video=true: {e}") from e
 
 
 def _make_logger(cfg: DictConfig, run_dir: str) -> Any:
@@ -259,13 +259,21 @@ def _make_logger(cfg: DictConfig, run_dir: str) -> Any:
 
 
 def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int,
-              transform: Any = None, frames: list | None = None) -> list[float]:
+              transform: Any = None, frames: Any = None,
+              frame_steps: list | None = None) -> list[float]:
     """Returns of ``episodes`` episodes of the deterministic policy on fresh envs.
 
-    With ``frames`` (a list), the observations of env 0's completed episodes are
-    appended to it as ``[H, W]`` uint8 frames (image observations only).
+    With ``frames`` (anything with ``append``: a list, a :class:`_VideoWriter`),
+    env 0's episodes are recorded into it as Gymnasium's ``RecordVideo`` does:
+    the ``render()`` frame (``[H, W, 3]`` uint8) after the reset and after
+    every step, the terminal one included, so an episode of ``T`` steps adds
+    ``T + 1`` frames (``frame_steps`` receives each recorded episode's ``T``).
+    Evaluation then runs until env 0 ends an episode (at least one; the
+    returns are still those of the first ``episodes`` episodes), so that only
+    whole episodes are recorded.
     """
     import torch
+    from torchrl.envs import TransformedEnv
 
     from torchfrag.algos.envs import make_env
     from torchfrag.fragments import Act, EpisodeStats
@@ -273,53 +281,92 @@ def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int,
     n = max(1, min(int(cfg.env.eval_envs), episodes))
     env = make_env(cfg.env.id, n, seed=seed, **dict(cfg.env.options))
     if transform is not None:  # e.g. the training env's observation statistics, frozen
-        from torchrl.envs import TransformedEnv
-
         env = TransformedEnv(env, transform)
+    pool_env = env  # what renders: the PoolEnv under the transforms
+    while isinstance(pool_env, TransformedEnv):
+        pool_env = pool_env.base_env
     act = Act(actor, exploration="deterministic")
     stats = EpisodeStats()
     returns: list[float] = []
     started = torch.zeros(n, dtype=torch.bool)
-    episode: list = []  # env 0's frames since its last episode ended
+    steps0 = 0  # steps of env 0's current episode
     try:
+        if frames is not None:
+            # The pool resets a finished env within the step: keep its terminal frame.
+            pool_env.pool.keep_final_frames(0)
         carry = env.reset()
+        if frames is not None:
+            frames.append(pool_env.render(0))
         for _ in range(100_000):
             transition, carry = env.step_and_maybe_reset(act(carry))
             nxt = transition.get("next")
-            if frames is not None:
-                episode.append(_frame(transition.get("observation")[0]))
-                if bool(nxt.get("done")[0]):
-                    frames.extend(episode)
-                    frames.append(_frame(nxt.get("observation")[0]))
-                    episode = []
             stats.update(nxt.get("reward").unsqueeze(1), nxt.get("done").unsqueeze(1))
             returns.extend(stats.returns)
             stats.returns, stats.lengths = [], []
             started |= nxt.get("done").reshape(n)
-            if len(returns) >= episodes:
+            done0 = bool(nxt.get("done")[0])
+            if frames is not None:
+                steps0 += 1
+                if done0:
+                    frames.append(pool_env.render(0, final=True))
+                    if frame_steps is not None:
+                        frame_steps.append(steps0)
+                    steps0 = 0
+            if len(returns) >= episodes and (frames is None or done0):
                 break
+            if frames is not None:
+                # Same-step auto-reset: after a done step this is the new episode's start.
+                frames.append(pool_env.render(0))
     finally:
         env.close()
     return returns[:episodes]
 
 
-def _frame(obs: Any) -> Any:
-    """One video frame of an image observation: its latest ``[H, W]`` channel, uint8."""
-    import numpy as np
+class _VideoWriter:
+    """Streams frames into an MP4 (H.264, imageio-ffmpeg) or, without it, a GIF.
 
-    arr = obs.detach().cpu().numpy()
-    return np.ascontiguousarray(arr[-1] if arr.ndim == 3 else arr).astype(np.uint8)
+    Frames are written as they come (a MuJoCo episode of 480x480 frames would
+    take ~0.7 GB held in memory). H.264's yuv420p needs even sizes: odd ones
+    are padded with a black row/column (Atari's 210x160 is even).
 
-
-def _write_video(frames: list, path: str, fps: int = 25) -> None:
-    """Writes ``frames`` as an animated GIF with imageio (no ffmpeg needed).
-
-    GIF stores durations in 10 ms units (hence 25 fps); Pillow merges identical
-    consecutive frames into one longer frame, so count frames by duration.
+    Args:
+        stem: Path without suffix; ``.mp4`` or ``.gif`` is appended.
+        fps: Frames per second (the env's ``render_fps``).
     """
-    import imageio.v2 as imageio
 
-    imageio.mimsave(path, frames, duration=1000 / fps, loop=0)
+    def __init__(self, stem: str, fps: int) -> None:
+        import importlib.util
+
+        self.mp4 = importlib.util.find_spec("imageio_ffmpeg") is not None
+        self.path = stem + (".mp4" if self.mp4 else ".gif")
+        self.fps = fps
+        self.frames = 0
+        self._writer: Any = None
+        self._pad: tuple | None = None
+
+    def append(self, frame: Any) -> None:
+        import imageio.v2 as imageio
+        import numpy as np
+
+        if self._writer is None:
+            h, w = frame.shape[:2]
+            self._pad = ((0, h % 2), (0, w % 2), (0, 0)) if (h % 2 or w % 2) else None
+            if self.mp4:
+                self._writer = imageio.get_writer(
+                    self.path, fps=self.fps, codec="libx264", pixelformat="yuv420p",
+                    macro_block_size=1, ffmpeg_log_level="error")
+            else:
+                # GIF durations are in 10 ms units; Pillow merges identical
+                # consecutive frames into one longer frame.
+                self._writer = imageio.get_writer(self.path, mode="I", duration=1000 / self.fps,
+                                                  loop=0)
+        self._writer.append_data(np.pad(frame, self._pad) if self._pad else frame)
+        self.frames += 1
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
 
 def _plot(curve: list[tuple[int, float]], evals: list[float], path: str, title: str) -> None:
@@ -448,16 +495,25 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     last_ckpt = checkpoint(final_iteration)
     evals: list[float] = []
     video_path, video_frames = None, 0
+    frame_steps: list[int] = []  # steps of env 0's recorded episodes
     if cfg.eval_episodes > 0:
         eval_transform = getattr(loop, "eval_transform", None)
-        frames: list | None = [] if cfg.video else None
-        evals = _evaluate(cfg, eval_policy(loop), int(cfg.eval_episodes), seed=int(cfg.seed) + 10_000,
-                          transform=eval_transform() if eval_transform is not None else None,
-                          frames=frames)
-        if frames:
-            video_path = os.path.join(run_dir, "eval_video.gif")
-            _write_video(frames, video_path)
-            video_frames = len(frames)
+        video = None
+        if cfg.video:
+            from torchfrag.envs.rendering import render_fps
+
+            video = _VideoWriter(os.path.join(run_dir, "eval_video"),
+                                 fps=render_fps(cfg.env.id, dict(cfg.env.options)))
+        try:
+            evals = _evaluate(cfg, eval_policy(loop), int(cfg.eval_episodes),
+                              seed=int(cfg.seed) + 10_000,
+                              transform=eval_transform() if eval_transform is not None else None,
+                              frames=video, frame_steps=frame_steps)
+        finally:
+            if video is not None:
+                video.close()
+        if video is not None and video.frames:
+            video_path, video_frames = video.path, video.frames
         if tlog is not None:
             tlog.log_scalar("eval/episode_return", sum(evals) / len(evals), step=rollout.frames)
     if cfg.plot:
@@ -475,8 +531,11 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         "checkpoint": last_ckpt, "run_dir": run_dir,
     }
     if cfg.video:
+        # video_frames = video_steps + video_episodes: a frame per reset and per step.
         summary["video"] = video_path
         summary["video_frames"] = video_frames
+        summary["video_episodes"] = len(frame_steps)
+        summary["video_steps"] = sum(frame_steps)
     with open(os.path.join(run_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     logger.info("done: %d frames in %.1fs (%.0f fps), eval return %s", summary["frames"],

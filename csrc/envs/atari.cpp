@@ -506,6 +506,16 @@ class AtariEnv : public Env {
     return r;
   }
 
+  // The raw screen as ALE renders it (what Gymnasium's AtariEnv.render()
+  // returns): RGB, full size, the last emulated frame, no pooling.
+  bool render(RenderData* out) override {
+    out->height = screen_h_;
+    out->width = screen_w_;
+    out->rgb.resize(screen_bytes_ * 3);
+    ale_->getScreenRGB(out->rgb);
+    return true;
+  }
+
  private:
 
   void restart() {

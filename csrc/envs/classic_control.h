@@ -132,6 +132,11 @@ class CartPole : public Env {
     return r;
   }
 
+  bool render(RenderData* out) override {
+    out->state.assign(s_, s_ + 4);
+    return true;
+  }
+
  private:
   static constexpr double kXThreshold = 2.4;
   static constexpr double kThetaThreshold = 12 * 2 * kPi / 360;
@@ -197,6 +202,7 @@ class Acrobot : public Env {
   void reset(Rng& rng, const Row& out) override {
     // Gymnasium stores the initial state as float32.
     for (double& v : s_) v = static_cast<float>(rng.uniform(reset_low_, reset_high_));
+    fresh_ = true;
     write(out);
   }
 
@@ -224,11 +230,19 @@ class Acrobot : public Env {
     ns[2] = std::min(std::max(ns[2], -kMaxVel1), kMaxVel1);
     ns[3] = std::min(std::max(ns[3], -kMaxVel2), kMaxVel2);
     for (int i = 0; i < 4; ++i) s_[i] = ns[i];
+    fresh_ = false;
     StepResult r;
     r.terminated = -std::cos(s_[0]) - std::cos(s_[1] + s_[0]) > 1.0;
     r.reward = r.terminated ? 0.0 : -1.0;
     write(out);
     return r;
+  }
+
+  // The state, then 1 while it is the reset's (Gymnasium keeps that one as
+  // float32, which its picture's arithmetic then uses), 0 after a step.
+  bool render(RenderData* out) override {
+    out->state = {s_[0], s_[1], s_[2], s_[3], fresh_ ? 1.0 : 0.0};
+    return true;
   }
 
  private:
@@ -282,6 +296,7 @@ class Acrobot : public Env {
 
   double l1_, m1_, m2_, lc1_, lc2_, moi_, noise_, reset_low_, reset_high_;
   bool book_ = true;
+  bool fresh_ = true;  // s_ is the reset's (float32 in Gymnasium)
   double s_[4] = {0, 0, 0, 0};
 };
 
@@ -332,6 +347,11 @@ class MountainCar : public Env {
     r.reward = -1.0;
     write(out);
     return r;
+  }
+
+  bool render(RenderData* out) override {
+    out->state = {pos_, vel_};
+    return true;
   }
 
  private:
@@ -448,6 +468,13 @@ class MountainCarContinuous : public Env {
     return r;
   }
 
+  // Position, velocity, then 1 once Gymnasium holds them as float32 (after
+  // the first step), which its picture's arithmetic then uses.
+  bool render(RenderData* out) override {
+    out->state = {pos_, vel_, first_ ? 0.0 : 1.0};
+    return true;
+  }
+
  private:
   static constexpr double kMinPosition = -1.2;
   static constexpr double kMaxPosition = 0.6;
@@ -493,6 +520,7 @@ class Pendulum : public Env {
   void reset(Rng& rng, const Row& out) override {
     th_ = rng.uniform(-x_init_, x_init_);
     thdot_ = rng.uniform(-y_init_, y_init_);
+    last_u_ = std::nan("");  // Gymnasium's last_u = None: no torque arrow
     write(out);
   }
 
@@ -511,10 +539,18 @@ class Pendulum : public Env {
     const double newth = th + newthdot * kDt;
     th_ = newth;
     thdot_ = newthdot;
+    last_u_ = u;
     StepResult r;
     r.reward = -costs;
     write(out);
     return r;
+  }
+
+  // th, thdot, then the last clipped torque (NaN after a reset), which
+  // Gymnasium's picture draws as an arrow.
+  bool render(RenderData* out) override {
+    out->state = {th_, thdot_, static_cast<double>(last_u_)};
+    return true;
   }
 
  private:
@@ -542,6 +578,7 @@ class Pendulum : public Env {
 
   double g_, m_, l_, x_init_, y_init_;
   double th_ = 0, thdot_ = 0;
+  float last_u_ = 0.0f;
 };
 
 }  // namespace classic

@@ -375,6 +375,14 @@ class MujocoEnv : public Env {
     return r;
   }
 
+  // qpos then qvel: a renderer with the same model redraws the scene from
+  // them (torchfrag/envs/rendering.py).
+  bool render(RenderData* out) override {
+    out->state.assign(d_->qpos, d_->qpos + m_->nq);
+    out->state.insert(out->state.end(), d_->qvel, d_->qvel + m_->nv);
+    return true;
+  }
+
  protected:
   // Hook of reset_model between the qpos and the qvel noise: tasks with a
   // target (Pusher's object, Reacher's goal) draw and write its position.

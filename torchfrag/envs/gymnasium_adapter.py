@@ -54,7 +54,7 @@ class PoolVectorEnv(VectorEnv):
     def __init__(self, env_id: str, num_envs: int = 1,
                  autoreset: str | AutoresetMode = "next_step", copy: bool = True,
                  **kwargs: Any) -> None:
-        _refuse_render_mode(env_id, kwargs.pop("render_mode", None))
+        render_mode, render_kwargs = _render_arguments(env_id, kwargs)
         if isinstance(autoreset, AutoresetMode):
             if autoreset not in _MODES:
                 raise ValueError(f"autoreset={autoreset} is not supported by the pool; use"
@@ -70,9 +70,11 @@ class PoolVectorEnv(VectorEnv):
         #: Gymnasium's ``AutoresetMode`` of this pool (wrappers such as
         #: TorchRL's ``GymWrapper`` read it).
         self.autoreset_mode = {v: k for k, v in _MODES.items()}[autoreset]
-        self.metadata = {"autoreset_mode": self.autoreset_mode}
+        self.metadata = {"autoreset_mode": self.autoreset_mode,
+                         **_render_metadata(self.pool, render_mode, render_kwargs)}
         self.spec = None
-        self.render_mode = None
+        #: ``"rgb_array"`` or ``None`` (Gymnasium's ``render_mode``).
+        self.render_mode = render_mode
         self._last_obs: np.ndarray | None = None
 
     def reset(self, *, seed: int | list[int] | None = None,
@@ -136,6 +138,17 @@ class PoolVectorEnv(VectorEnv):
         return (self._out(obs), reward.copy(), terminated.copy(), truncated.copy(),
                 self._infos(info, done))
 
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """The frames of all envs (``[H, W, 3]`` uint8 each), as Gymnasium's vector envs.
+
+        Needs ``render_mode="rgb_array"`` at construction (without it
+        Gymnasium's envs warn and return ``None``; so does this one).
+        """
+        if self.render_mode is None:
+            _warn_no_render_mode("make_gymnasium")
+            return None
+        return tuple(self.pool.render(i) for i in range(self.num_envs))
+
     def close_extras(self, **kwargs: Any) -> None:
         self.pool.close()
 
@@ -185,13 +198,15 @@ class PoolSingleEnv(gymnasium.Env):
     """
 
     def __init__(self, env_id: str, **kwargs: Any) -> None:
-        _refuse_render_mode(env_id, kwargs.pop("render_mode", None))
+        render_mode, render_kwargs = _render_arguments(env_id, kwargs)
         _frameskip_option(env_id, kwargs)
         # Gymnasium's TimeLimit wrapper handles the limit for single envs.
         kwargs.setdefault("max_episode_steps", 0)
         self.pool = EnvPool(env_id, num_envs=1, **kwargs)
         self.observation_space = self.pool.observation_space
         self.action_space = self.pool.action_space
+        self.metadata = _render_metadata(self.pool, render_mode, render_kwargs)
+        self.render_mode = render_mode
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -215,6 +230,13 @@ class PoolSingleEnv(gymnasium.Env):
         obs, reward, terminated, truncated, info = self.pool.step(act)
         return (obs[0].copy(), float(reward[0]), bool(terminated[0]), bool(truncated[0]),
                 {k: v[0].copy() for k, v in info.items()})
+
+    def render(self) -> np.ndarray | None:
+        """The env's frame (``[H, W, 3]`` uint8) under ``render_mode="rgb_array"``."""
+        if self.render_mode is None:
+            _warn_no_render_mode("gymnasium.make")
+            return None
+        return self.pool.render(0)
 
     def close(self) -> None:
         self.pool.close()
@@ -240,12 +262,48 @@ def _frameskip_option(env_id: str, kwargs: dict[str, Any]) -> None:
                         f" 'frameskip' ({env_id} has no frame skip option)")
 
 
-def _refuse_render_mode(env_id: str, render_mode: str | None) -> None:
-    """Rendering is not implemented by the pool: say so rather than drop ``render_mode``."""
-    if render_mode is not None:
-        raise NotImplementedError(
-            f"{env_id}: render_mode={render_mode!r} is not supported; the pool's envs do not"
-            " render (use render_mode=None, or Gymnasium's own env for frames)")
+def _render_arguments(env_id: str, kwargs: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """Takes ``render_mode`` (checked) and MuJoCo's rendering keywords out of ``kwargs``."""
+    from torchfrag.envs.rendering import MUJOCO_RENDER_KWARGS, check_render_mode
+
+    render_mode = kwargs.pop("render_mode", None)
+    check_render_mode(env_id, render_mode)
+    declared = _declared_options(env_id)
+    render_kwargs = {k: kwargs.pop(k) for k in list(kwargs)
+                     if k in MUJOCO_RENDER_KWARGS and k not in declared}
+    if render_kwargs and render_mode is None:
+        raise ValueError(f"{env_id}: rendering arguments {sorted(render_kwargs)} need"
+                         " render_mode='rgb_array'")
+    return render_mode, render_kwargs
+
+
+def _declared_options(env_id: str) -> set[str]:
+    """Names of the options ``env_id`` declares."""
+    from torchfrag.envs.spec import spec as env_spec
+
+    return set(env_spec(env_id).options)
+
+
+def _render_metadata(pool: EnvPool, render_mode: str | None,
+                     render_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Gymnasium's ``render_modes``/``render_fps`` metadata; sets up the pool's renderer."""
+    from torchfrag.envs.rendering import RENDER_MODES, render_fps
+
+    if render_mode is None:
+        return {"render_modes": list(RENDER_MODES)}
+    try:
+        pool.configure_render(**render_kwargs)
+        fps = render_fps(pool.env_id, pool.options)
+    except Exception:
+        pool.close()
+        raise
+    return {"render_modes": list(RENDER_MODES), "render_fps": fps}
+
+
+def _warn_no_render_mode(maker: str) -> None:
+    gymnasium.logger.warn(
+        "You are calling render method without specifying any render mode. You can specify the"
+        f" render_mode at initialization, e.g. {maker}(..., render_mode='rgb_array')")
 
 
 def make_gymnasium(env_id: str, num_envs: int = 1, **options: Any) -> PoolVectorEnv:

@@ -193,6 +193,7 @@ class EnvPool:
         self._pool = C.Pool(env_id, int(num_envs), int(batch_size or 0), int(num_threads or 0),
                             per_env_seeds(seed, num_envs), autoreset, options)
         self.spec = EnvSpec.from_native(C.env_spec(env_id, options))
+        self._renderer: Any = None  # a FrameRenderer, made by the first render()
         logger.debug("made %s x%d (batch %d, %d threads)", env_id, self.num_envs,
                      self.batch_size, self.num_threads)
 
@@ -312,9 +313,82 @@ class EnvPool:
         """
         return self._pool.recv(timeout)
 
+    # -- rendering ----------------------------------------------------------------
+    def render(self, env_index: int = 0, final: bool = False) -> np.ndarray:
+        """An RGB frame (``[H, W, 3]`` uint8) of env ``env_index`` as it is now.
+
+        The frame is Gymnasium's ``render()`` of the same state: ALE's raw
+        screen for Atari, Gymnasium's own drawing for classic control (needs
+        ``pygame``) and MuJoCo (MuJoCo's offscreen OpenGL renderer with
+        Gymnasium's camera; headless: EGL or OSMesa), see
+        :mod:`torchfrag.envs.rendering`. Costs nothing until called. The env
+        must have been reset and must not be in flight.
+
+        ``final=True``: the frame of the terminal state of the env's last
+        finished episode, which :meth:`keep_final_frames` must have asked for
+        (with ``autoreset="same_step"`` that state is gone once the step that
+        ended the episode returns).
+
+        Example:
+            >>> from torchfrag.envs import make
+            >>> pool = make("Breakout-v5", num_envs=2, noop_max=0)
+            >>> _ = pool.reset()
+            >>> pool.render(1).shape
+            (210, 160, 3)
+        """
+        if isinstance(env_index, bool) or not isinstance(env_index, (int, np.integer)):
+            raise TypeError(f"env_index must be an int in [0, {self.num_envs}), got"
+                            f" {type(env_index).__name__} {env_index!r}")
+        data = self._pool.render_data(int(env_index), bool(final))
+        if self._renderer is None:
+            self.configure_render()
+        return self._renderer.frame(data, int(env_index))
+
+    def keep_final_frames(self, env_index: int = 0, keep: bool = True) -> None:
+        """Keep what the terminal states of env ``env_index`` render, for ``render(i, final=True)``.
+
+        Costs one capture of the render data (the screen, or the state) per
+        finished episode of that env, nothing for the others.
+
+        Example:
+            >>> import numpy as np
+            >>> from torchfrag.envs import make
+            >>> pool = make("CartPole-v1", autoreset="same_step")
+            >>> pool.keep_final_frames(0)
+            >>> _ = pool.reset()
+            >>> while not pool.step(np.ones(1, dtype=np.int64))[2][0]: pass
+            >>> pool.render(0, final=True).shape
+            (400, 600, 3)
+        """
+        from torchfrag.envs.rendering import RenderError, renderable
+
+        if isinstance(env_index, bool) or not isinstance(env_index, (int, np.integer)):
+            raise TypeError(f"env_index must be an int in [0, {self.num_envs}), got"
+                            f" {type(env_index).__name__} {env_index!r}")
+        if keep:
+            try:
+                renderable(self.env_id)
+            except RenderError as e:
+                raise ValueError(str(e)) from None
+        self._pool.keep_final_render(int(env_index), bool(keep))
+
+    def configure_render(self, **render_kwargs: Any) -> None:
+        """Sets rendering arguments: MuJoCo's ``width``, ``height``, ``camera_id``,
+        ``camera_name``, ``default_camera_config`` (Gymnasium's names and defaults)."""
+        from torchfrag.envs.rendering import FrameRenderer
+
+        renderer = FrameRenderer(self.env_id, self.options, render_kwargs)
+        if self._renderer is not None:
+            self._renderer.close()
+        self._renderer = renderer
+
     # -- lifetime -----------------------------------------------------------------
     def close(self) -> None:
         """Stops the worker threads and frees the envs. Idempotent."""
+        renderer = getattr(self, "_renderer", None)
+        if renderer is not None:
+            self._renderer = None
+            renderer.close()
         self._pool.close()
 
     def __enter__(self) -> EnvPool:

@@ -813,6 +813,31 @@ class PoolEnv(EnvBase):
                 d = moved.get("done").squeeze(-1)
                 root_out["elapsed_step"][:, t + 1].masked_fill_(d, 0)
 
+    # -- rendering ----------------------------------------------------------------------
+    def render(self, env_index: int | None = 0, final: bool = False) -> np.ndarray:
+        """An RGB frame (``[H, W, 3]`` uint8) of env ``env_index`` as it is now.
+
+        ``env_index=None`` stacks the frames of all envs (``[num_envs, H, W, 3]``).
+        Frames are Gymnasium's ``render()`` of the same state (see
+        :meth:`torchfrag.envs.EnvPool.render`); rendering costs nothing until
+        called. Finished envs are auto-reset in the step that finished them,
+        so a frame taken after a done step shows the new episode's start; the
+        terminal state's frame is ``render(i, final=True)`` once
+        ``env.pool.keep_final_frames(i)`` was called.
+        TorchRL's ``PixelRenderTransform`` calls this method.
+
+        Example:
+            >>> from torchfrag.envs import PoolEnv
+            >>> env = PoolEnv("Pong-v5", num_envs=2, noop_max=0)
+            >>> _ = env.reset()
+            >>> env.render(1).shape, env.render(None).shape
+            ((210, 160, 3), (2, 210, 160, 3))
+            >>> env.close()
+        """
+        if env_index is None:
+            return np.stack([self._pool.render(i, final) for i in range(self.num_envs)])
+        return self._pool.render(env_index, final)
+
     # -- lifetime ----------------------------------------------------------------------
     def close(self, *, raise_if_closed: bool = True) -> None:
         """Closes the pool (idempotent)."""

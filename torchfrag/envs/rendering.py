@@ -1,0 +1,280 @@
+"""Frames of pool envs (``render()``), drawn as Gymnasium draws them.
+
+The C++ pool exposes, per env and only when asked (``Pool.render_data``), what
+a frame is made from:
+
+- Atari: ALE's RGB screen (``getScreenRGB``, ``[210, 160, 3]`` for most
+  games), which is the frame itself, as ale-py's ``AtariEnv.render()``.
+- Classic control: the env's state (plus Pendulum's last torque).
+- MuJoCo: ``qpos`` then ``qvel``.
+
+For the last two a :class:`FrameRenderer` keeps one Gymnasium env of the same
+id, built on the first frame, puts the state into it and calls its own
+``render()``: the very drawing code of Gymnasium (pygame for classic control,
+MuJoCo's offscreen OpenGL renderer with Gymnasium's camera for MuJoCo), so
+nothing is drawn twice in two codebases. Classic-control and Atari frames equal
+Gymnasium's after the same reset and actions. MuJoCo frames equal Gymnasium's
+for the same state (``set_state``: qpos, qvel, ``mj_forward``); after a step
+Gymnasium draws the body positions its data still holds from inside
+``mj_step`` (with the Euler integrator, those of the last substep's start), so
+stepped frames differ slightly (tests/test_render.py measures it). Nothing of
+this runs, or is imported, unless a frame is asked for.
+
+Headless machines: classic control needs ``pygame`` (the ``render`` extra);
+pygame is told to use its ``dummy`` video driver when there is no display.
+MuJoCo needs an OpenGL backend: with no display and no ``MUJOCO_GL`` set, EGL
+(``libEGL``, e.g. Debian's ``libegl-mesa0``) is chosen; ``MUJOCO_GL=osmesa``
+selects OSMesa (``libosmesa6``) instead.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RENDER_MODES", "FrameRenderer", "RenderError", "check_render_mode", "render_fps",
+           "renderable"]
+
+#: Render modes the pool implements.
+RENDER_MODES = ("rgb_array",)
+
+# Classic-control ids, and the pool options that change their picture, with the
+# Gymnasium attribute each sets.
+_CLASSIC: dict[str, dict[str, str]] = {
+    "CartPole-v1": {"length": "length"},
+    "Acrobot-v1": {"link_length_1": "LINK_LENGTH_1"},
+    "MountainCar-v0": {},
+    "MountainCarContinuous-v0": {},
+    "Pendulum-v1": {},
+}
+
+# Keyword arguments of Gymnasium's MuJoCo envs that only concern rendering: the
+# Gymnasium adapters accept them next to the env options.
+MUJOCO_RENDER_KWARGS = frozenset({"width", "height", "camera_id", "camera_name",
+                                  "default_camera_config", "max_geom", "visual_options"})
+
+# ale-py's AtariEnv.metadata["render_fps"].
+_ATARI_FPS = 30
+
+
+class RenderError(RuntimeError):
+    """A frame cannot be drawn on this machine (a missing package or OpenGL backend)."""
+
+
+def check_render_mode(env_id: str, render_mode: str | None) -> None:
+    """Refuses render modes the pool does not implement, naming what is allowed.
+
+    Example:
+        >>> check_render_mode("CartPole-v1", "rgb_array")
+        >>> check_render_mode("CartPole-v1", "human")
+        Traceback (most recent call last):
+        ...
+        ValueError: CartPole-v1: render_mode='human' is not supported: ...
+    """
+    if render_mode is None or render_mode in RENDER_MODES:
+        return
+    why = (" 'human' opens a window, which the pool does not do: use"
+           " render_mode='rgb_array' and show the frames yourself (or record a video)"
+           if render_mode == "human" else "")
+    raise ValueError(f"{env_id}: render_mode={render_mode!r} is not supported:{why} allowed:"
+                     f" {RENDER_MODES + (None,)}")
+
+
+def _family(env_id: str) -> str:
+    from torchfrag.envs.spec import spec
+
+    if env_id in _CLASSIC:
+        return "classic"
+    options = spec(env_id).options  # each family declares its own
+    if "xml_file" in options:
+        return "mujoco"
+    if "noop_max" in options:
+        return "atari"
+    return "none"
+
+
+def renderable(env_id: str) -> None:
+    """Raises :class:`RenderError` if frames of ``env_id`` cannot be drawn here.
+
+    Checks the family and the Python packages; an OpenGL backend for MuJoCo is
+    only known to work once a frame was drawn.
+    """
+    family = _family(env_id)
+    if family == "none":
+        raise RenderError(f"{env_id} has no frames to render (render() supports classic"
+                          " control, Atari and MuJoCo envs)")
+    if family == "classic" and importlib.util.find_spec("pygame") is None:
+        raise RenderError(f"{env_id}: rendering classic control needs pygame: pip install"
+                          " 'torchfrag[render]'")
+    if family == "mujoco" and importlib.util.find_spec("mujoco") is None:
+        raise RenderError(f"{env_id}: rendering MuJoCo envs needs the mujoco package")
+
+
+def render_fps(env_id: str, options: dict[str, Any] | None = None) -> int:
+    """Frames per second of ``env_id``'s pictures, Gymnasium's ``metadata["render_fps"]``.
+
+    Example:
+        >>> render_fps("CartPole-v1"), render_fps("Pong-v5"), render_fps("HalfCheetah-v5")
+        (50, 30, 20)
+    """
+    family = _family(env_id)
+    if family == "atari":
+        return _ATARI_FPS
+    if family == "classic":
+        return int(_gymnasium_class(env_id).metadata["render_fps"])
+    if family == "mujoco":
+        # Gymnasium's MuJoCo envs: round(1 / dt), dt = timestep * frame_skip.
+        return int(np.round(1.0 / _mujoco_dt(env_id, options or {})))
+    raise ValueError(f"{env_id} has no frames to render (render() supports classic control,"
+                     " Atari and MuJoCo envs)")
+
+
+def _gymnasium_class(env_id: str) -> type:
+    """Gymnasium's env class registered under ``env_id``."""
+    import gymnasium
+    from gymnasium.envs.registration import load_env_creator
+
+    entry = gymnasium.spec(env_id).entry_point
+    return entry if callable(entry) else load_env_creator(entry)
+
+
+def _mujoco_dt(env_id: str, options: dict[str, Any]) -> float:
+    from torchfrag.envs.spec import spec
+
+    import mujoco
+
+    opts = {name: o.default for name, o in spec(env_id).options.items()}
+    opts.update(options)
+    path = _mujoco_model_path(str(opts["xml_file"]))
+    return float(mujoco.MjModel.from_xml_path(path).opt.timestep) * int(opts["frame_skip"])
+
+
+def _mujoco_model_path(xml_file: str) -> str:
+    """Gymnasium's own path resolution for ``xml_file``."""
+    from gymnasium.envs.mujoco.mujoco_env import expand_model_path
+
+    return expand_model_path(xml_file)
+
+
+def _headless() -> bool:
+    return not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY")
+
+
+class FrameRenderer:
+    """Turns the pool's render data of one env into an RGB frame ``[H, W, 3]`` uint8.
+
+    Args:
+        env_id: The pool's env id.
+        options: The pool's env options (those that change the picture are
+            applied; per-env values pick the env's own).
+        render_kwargs: MuJoCo only: Gymnasium's rendering arguments
+            (``width``, ``height``, ``camera_id``, ``camera_name``,
+            ``default_camera_config``, ...).
+
+    Example:
+        >>> from torchfrag.envs import make
+        >>> pool = make("Pong-v5", noop_max=0)
+        >>> _ = pool.reset()
+        >>> pool.render(0).shape
+        (210, 160, 3)
+    """
+
+    def __init__(self, env_id: str, options: dict[str, Any] | None = None,
+                 render_kwargs: dict[str, Any] | None = None) -> None:
+        self.env_id = env_id
+        self.options = dict(options or {})
+        self.render_kwargs = dict(render_kwargs or {})
+        self.family = _family(env_id)
+        if self.render_kwargs:
+            if self.family != "mujoco":
+                raise ValueError(f"{env_id}: rendering arguments {sorted(self.render_kwargs)} only"
+                                 " apply to MuJoCo envs")
+            unknown = set(self.render_kwargs) - MUJOCO_RENDER_KWARGS
+            if unknown:
+                raise ValueError(f"{env_id}: unknown rendering arguments {sorted(unknown)};"
+                                 f" allowed: {sorted(MUJOCO_RENDER_KWARGS)}")
+        self._proxy: Any = None  # the Gymnasium env that draws (classic control, MuJoCo)
+
+    def frame(self, data: np.ndarray, env_index: int = 0) -> np.ndarray:
+        """The frame drawn from ``data`` (``Pool.render_data(env_index)``)."""
+        if data.dtype == np.uint8:  # a screen already (Atari)
+            return data
+        if self.family == "classic":
+            return self._classic(data, env_index)
+        if self.family == "mujoco":
+            return self._mujoco(data)
+        raise ValueError(f"{self.env_id} has no frames to render")
+
+    def close(self) -> None:
+        """Frees the drawing env (its pygame surface or OpenGL context)."""
+        if self._proxy is not None:
+            try:
+                self._proxy.close()
+            finally:
+                self._proxy = None
+
+    # -- classic control ----------------------------------------------------------
+    def _classic(self, state: np.ndarray, env_index: int) -> np.ndarray:
+        if self._proxy is None:
+            try:
+                import pygame  # noqa: F401
+            except ImportError as e:
+                raise RenderError(f"{self.env_id}: rendering classic control needs pygame:"
+                                  " pip install 'torchfrag[render]'") from e
+            if _headless():
+                # pygame.display.init() (which Gymnasium calls) fails without a display
+                # unless SDL is told to draw nowhere; frames are drawn off-screen anyway.
+                os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+            self._proxy = _gymnasium_class(self.env_id)(render_mode="rgb_array")
+        env = self._proxy
+        for option, attr in _CLASSIC[self.env_id].items():
+            if option in self.options:
+                value = np.asarray(self.options[option], dtype=np.float64)
+                setattr(env, attr, float(value if value.ndim == 0 else value[env_index]))
+        # The state in the dtype Gymnasium holds it in at this point: the picture's
+        # arithmetic follows it (the flags are documented in classic_control.h).
+        if self.env_id == "Pendulum-v1":
+            env.state = np.array(state[:2], dtype=np.float64)
+            # Gymnasium's last_u is the clipped float32 torque, None right after a reset.
+            env.last_u = None if np.isnan(state[2]) else np.float32(state[2])
+        elif self.env_id == "Acrobot-v1":  # float32 right after a reset
+            env.state = np.array(state[:4], dtype=np.float32 if state[4] else np.float64)
+        elif self.env_id == "MountainCarContinuous-v0":  # float32 after the first step
+            env.state = np.array(state[:2], dtype=np.float32 if state[2] else np.float64)
+        else:
+            env.state = np.array(state, dtype=np.float64)
+        return env.render()
+
+    # -- MuJoCo -------------------------------------------------------------------
+    def _mujoco(self, qpos_qvel: np.ndarray) -> np.ndarray:
+        if self._proxy is None:
+            self._proxy = self._make_mujoco()
+        env = self._proxy
+        nq = env.model.nq
+        # set_state: qpos, qvel, then mj_forward, as the pool's env did at reset.
+        env.set_state(qpos_qvel[:nq].copy(), qpos_qvel[nq:].copy())
+        try:
+            return env.render()
+        except Exception as e:  # no usable OpenGL: say what to install or set
+            raise RenderError(
+                f"{self.env_id}: MuJoCo could not render with MUJOCO_GL="
+                f"{os.environ.get('MUJOCO_GL')!r} ({type(e).__name__}: {e}); on a headless "
+                "machine install libEGL (Debian: libegl-mesa0) and set MUJOCO_GL=egl, or "
+                "install OSMesa (libosmesa6) and set MUJOCO_GL=osmesa") from e
+
+    def _make_mujoco(self) -> Any:
+        try:
+            import mujoco  # noqa: F401
+        except ImportError as e:
+            raise RenderError(f"{self.env_id}: rendering MuJoCo envs needs the mujoco"
+                              " package") from e
+        if not os.environ.get("MUJOCO_GL") and _headless():
+            os.environ["MUJOCO_GL"] = "egl"
+        kwargs = {k: self.options[k] for k in ("xml_file", "frame_skip") if k in self.options}
+        kwargs.update(self.render_kwargs)
+        return _gymnasium_class(self.env_id)(render_mode="rgb_array", **kwargs)

@@ -1,0 +1,164 @@
+"""``multi_learner``: several learners, each with its own actors, gradients all-reduced among them.
+
+The loops are the user loops of ``test_placement_engine`` (a REINFORCE loop with two user
+fragments; its learner is not torchfrag's ``Learn``), plus a learner written here that reports
+its parameters in its output, so that every learner's parameters can be compared after every
+iteration (they come back stacked under ``"learners"``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+
+from torchfrag.graph import capture
+from torchfrag.policies import MultiLearnerPolicy, PolicyError, as_policy, crossings, explain
+from torchfrag.policies.factory import EnvSlice
+from torchfrag.runtime import run
+
+from _policy_helpers import children, wait_no_children
+from test_placement_engine import PolicyGradient, ReinforceFactory
+
+
+def _params(loop: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in loop.parameters()])
+
+
+class ReportingLearner(PolicyGradient):
+    """The user's REINFORCE learner, with its parameters after the step in its output."""
+
+    def forward(self, td: TensorDictBase) -> TensorDictBase:
+        out = super().forward(td)
+        return out.set("params", torch.cat([p.detach().reshape(-1) for p in self.actor.parameters()]))
+
+
+@dataclass
+class ReportingFactory(ReinforceFactory):
+    def __call__(self, env_slice: EnvSlice | None = None) -> nn.Module:
+        loop = super().__call__(env_slice)
+        loop.learn = ReportingLearner(loop.actor)
+        return loop
+
+
+def _run(factory, policy, iterations, hooks=()):
+    loop = factory()
+    res = run(capture(loop), policy, iterations=iterations, factory=factory, hooks=list(hooks))
+    assert wait_no_children() == []
+    return loop, res
+
+
+def test_policy_shape():
+    pol = as_policy({"name": "multi_learner", "learners": 3, "actors_per_learner": 2})
+    assert isinstance(pol, MultiLearnerPolicy) and pol.num_workers == 2 + 6
+    loop = ReinforceFactory()()
+    g = capture(loop)
+    placement = pol.place(g)
+    assert placement.kind == "replicated_learners"
+    assert placement.roles == {"rollout": "actor", "returns": "learner", "learn": "learner"}
+    assert placement.workers("learner") == 3 and placement.workers("actor") == 6
+    text = explain(g, pol, show=False)
+    assert "driver + 2 worker(s)" in text and "gradients" in text and "learner[3]" in text
+    loop.close()
+
+
+@pytest.mark.parametrize("bad, match", [({"learners": 0}, "learners must be an integer >= 1, got 0"),
+                                        ({"actors_per_learner": -1}, "actors_per_learner must be"),
+                                        ({"backend": "tcp"}, "unknown backend 'tcp'"),
+                                        ({"advantage": "gpu"}, "advantage must be one of")])
+def test_bad_settings_refused_before_any_process(bad, match):
+    loop = ReinforceFactory()()
+    before = len(children())
+    with pytest.raises(PolicyError, match=match):
+        run(capture(loop), {"name": "multi_learner", **bad}, iterations=1, factory=ReinforceFactory())
+    assert len(children()) == before
+    loop.close()
+
+
+def test_refused_without_gradient_hook_before_any_process():
+    class NoHook(PolicyGradient):
+        def has_gradient_sync(self) -> bool:
+            return False
+
+    loop = ReinforceFactory()()
+    loop.learn = NoHook(loop.actor)
+    before = len(children())
+    with pytest.raises(PolicyError, match="gradient sync"):
+        run(capture(loop), "multi_learner", iterations=1, factory=ReinforceFactory())
+    assert len(children()) == before
+    # too few envs for a learner's actors: refused before any process as well
+    with pytest.raises(PolicyError, match="5 actors per learner but the loop has only 4 envs"):
+        run(capture(ReinforceFactory()()), {"name": "multi_learner", "actors_per_learner": 5}, iterations=1,
+            factory=ReinforceFactory())
+    assert len(children()) == before
+    loop.close()
+
+
+def test_one_learner_equals_actors():
+    f = ReportingFactory(exploration="mode")
+    a, _ = _run(f, {"name": "actors", "actors": 2}, 3)
+    m, res = _run(f, {"name": "multi_learner", "learners": 1, "actors_per_learner": 2}, 3)
+    assert torch.equal(_params(m), _params(a))
+    local = f()
+    run(capture(local), "local", iterations=3)
+    torch.testing.assert_close(_params(m), _params(local), rtol=1e-5, atol=1e-6)
+    assert m.rollout.frames == a.rollout.frames == 3 * 4 * 32
+    assert res.output["learners"]["params"].shape[0] == 1
+    for x in (a, m, local):
+        x.close()
+
+
+def test_learners_identical_after_every_iteration_and_explain_bytes():
+    f = ReportingFactory(num_envs=4, steps=16)
+    seen: list[torch.Tensor] = []
+
+    def hook(i, out, graph):
+        seen.append(out["learners"]["params"].clone())
+
+    pol = {"name": "multi_learner", "learners": 2, "actors_per_learner": 2}
+    loop, res = _run(f, pol, 3, [hook])
+    assert len(seen) == 3
+    for params in seen:  # [learners, n]: every learner holds the same parameters
+        assert params.shape[0] == 2 and torch.equal(params[0], params[1])
+    assert not torch.equal(seen[0][0], seen[-1][0])  # and they did learn
+    assert torch.equal(seen[-1][0], _params(loop.actor))
+    # every learner's frames: 2 learners x 4 envs x 16 steps per iteration
+    assert loop.rollout.frames == 3 * 2 * 4 * 16
+    # explain: the actors' traffic of every learner, and the learners' all-reduce
+    g = capture(f())
+    cross = crossings(as_policy(pol).place(g))
+    actors_bytes = sum(c.bytes for c in cross if c.kind != "gradients")
+    grad = [c for c in cross if c.kind == "gradients"]
+    comm = res.extra["comm"]
+    assert abs(actors_bytes - comm["bytes"]) <= 0.1 * comm["bytes"], (actors_bytes, comm)
+    # ring all-reduce traffic per rank = 2 (W-1)/W x the gradient bytes reduced (W = 2 learners)
+    reduced = sum(c.bytes for c in grad)
+    assert abs(reduced - comm["allreduce_bytes"]) <= 0.1 * comm["allreduce_bytes"], (reduced, comm)
+    g.loop.close() if hasattr(g, "loop") else None
+    loop.close()
+
+
+def test_replicated_envs_two_learners_equal_local():
+    """Same envs and seeds on both learners: the mean of two equal gradients is that gradient."""
+    f = ReportingFactory(exploration="mode")
+    m, _ = _run(f, {"name": "multi_learner", "learners": 2, "actors_per_learner": 2,
+                    "replicate_envs": True}, 3)
+    local = f()
+    run(capture(local), "local", iterations=3)
+    torch.testing.assert_close(_params(m), _params(local), rtol=1e-5, atol=1e-6)
+    m.close(), local.close()
+
+
+@pytest.mark.slow
+def test_reinforce_learns_cartpole_with_two_learners():
+    f = ReinforceFactory(num_envs=8, steps=64)
+    loop = f()
+    res = run(capture(loop), {"name": "multi_learner", "learners": 2, "actors_per_learner": 2},
+              iterations=40, factory=f)
+    assert wait_no_children() == []
+    returns = loop.rollout.stats.returns
+    late = returns[-20:]
+    assert res.iterations == 40 and sum(late) / len(late) > 60.0, sum(late) / len(late)
+    loop.close()

@@ -28,11 +28,21 @@ def _params(loop: nn.Module) -> torch.Tensor:
 
 
 class ReportingLearner(PolicyGradient):
-    """The user's REINFORCE learner, with its parameters after the step in its output."""
+    """The user's REINFORCE learner, with its parameters after the step in its output, and (when
+    it runs among several learners) whether every learner holds the same parameters after it."""
 
     def forward(self, td: TensorDictBase) -> TensorDictBase:
+        import torch.distributed as dist
+
         out = super().forward(td)
-        return out.set("params", torch.cat([p.detach().reshape(-1) for p in self.actor.parameters()]))
+        params = torch.cat([p.detach().reshape(-1) for p in self.actor.parameters()])
+        out.set("params", params)
+        if dist.is_initialized():  # the learners' process group (the actors are not in it)
+            every = [torch.empty_like(params) for _ in range(dist.get_world_size())]
+            dist.all_gather(every, params)
+            out.set("learners_equal", torch.tensor(all(torch.equal(every[0], p) for p in every)))
+            out.set("learners", torch.tensor(dist.get_world_size()))
+        return out
 
 
 @dataclass
@@ -105,7 +115,7 @@ def test_one_learner_equals_actors():
     run(capture(local), "local", iterations=3)
     torch.testing.assert_close(_params(m), _params(local), rtol=1e-5, atol=1e-6)
     assert m.rollout.frames == a.rollout.frames == 3 * 4 * 32
-    assert res.output["learners"]["params"].shape[0] == 1
+    assert len(res.extra["learner_outputs"]) == 1 and int(res.output["learners"]) == 1
     for x in (a, m, local):
         x.close()
 
@@ -115,20 +125,22 @@ def test_learners_identical_after_every_iteration_and_explain_bytes():
     seen: list[torch.Tensor] = []
 
     def hook(i, out, graph):
-        seen.append(out["learners"]["params"].clone())
+        assert int(out["learners"]) == 2 and bool(out["learners_equal"])  # after every iteration
+        seen.append(out["params"].clone())
 
     pol = {"name": "multi_learner", "learners": 2, "actors_per_learner": 2}
     loop, res = _run(f, pol, 3, [hook])
     assert len(seen) == 3
-    for params in seen:  # [learners, n]: every learner holds the same parameters
-        assert params.shape[0] == 2 and torch.equal(params[0], params[1])
-    assert not torch.equal(seen[0][0], seen[-1][0])  # and they did learn
-    assert torch.equal(seen[-1][0], _params(loop.actor))
+    assert not torch.equal(seen[0], seen[-1])  # and they did learn
+    outs = res.extra["learner_outputs"]  # every learner's output of the last iteration
+    assert len(outs) == 2 and torch.equal(outs[0]["params"], outs[1]["params"])
+    assert torch.equal(outs[1]["params"], _params(loop.actor))
     # every learner's frames: 2 learners x 4 envs x 16 steps per iteration
     assert loop.rollout.frames == 3 * 2 * 4 * 16
     # explain: the actors' traffic of every learner, and the learners' all-reduce
-    g = capture(f())
-    cross = crossings(as_policy(pol).place(g))
+    other = f()
+    cross = crossings(as_policy(pol).place(capture(other)))
+    other.close()
     actors_bytes = sum(c.bytes for c in cross if c.kind != "gradients")
     grad = [c for c in cross if c.kind == "gradients"]
     comm = res.extra["comm"]
@@ -136,7 +148,6 @@ def test_learners_identical_after_every_iteration_and_explain_bytes():
     # ring all-reduce traffic per rank = 2 (W-1)/W x the gradient bytes reduced (W = 2 learners)
     reduced = sum(c.bytes for c in grad)
     assert abs(reduced - comm["allreduce_bytes"]) <= 0.1 * comm["allreduce_bytes"], (reduced, comm)
-    g.loop.close() if hasattr(g, "loop") else None
     loop.close()
 
 

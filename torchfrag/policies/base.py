@@ -577,8 +577,8 @@ class MultiLearnerPolicy(Policy):
     learners alone) before each optimizer step, so the learners' parameters stay identical.
     Learner ``r`` owns global envs ``r*num_envs ... (r+1)*num_envs - 1``, split over its actors.
 
-    The output of an iteration carries, under ``"learners"``, every learner's output stacked
-    (index 0: the driver's).
+    ``RunResult.extra["learner_outputs"]`` holds every learner's output of the last iteration
+    (the driver's first).
 
     Attributes:
         learners: Learner processes (the driver included).

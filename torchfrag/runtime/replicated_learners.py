@@ -17,8 +17,6 @@ import datetime
 import logging
 from typing import Any
 
-import torch
-from tensordict import TensorDictBase
 from torch import nn
 
 from torchfrag.runtime.comm import Calls, CommStats, RpcExecutor, graph_module_with, total_envs
@@ -62,7 +60,9 @@ class _LearnersIteration:
 def finish_learners_iteration(ex: RpcExecutor, out: Any) -> Any:
     """Waits for the learner workers' iteration; counts their frames and actor traffic.
 
-    The output gets ``"learners"``: every learner's output stacked (the driver's first).
+    Every learner's output of the iteration (the driver's first) is kept in
+    ``ex.learner_outputs`` (``RunResult.extra["learner_outputs"]`` after the run); the
+    driver's output is returned unchanged.
     """
     futs, learners = ex.__dict__.pop("learner_futs", ([], []))
     results = ex.calls.wait(futs, learners, count_bytes=False)
@@ -76,17 +76,7 @@ def finish_learners_iteration(ex: RpcExecutor, out: Any) -> Any:
         ex.stats.bytes_sent += int(comm.get("sent", 0))
         ex.stats.bytes_received += int(comm.get("received", 0))
         ex.stats.calls += int(comm.get("calls", 0))
-    if isinstance(out, TensorDictBase) and results:
-        outs = [out, *[r["metrics"] for r in results]]
-        try:
-            stacked = torch.stack([o.exclude("learners") for o in outs], 0)
-        except Exception:  # noqa: BLE001 - outputs of different structure: a lazy stack keeps them all
-            from tensordict import LazyStackedTensorDict
-
-            stacked = LazyStackedTensorDict.lazy_stack([o.exclude("learners") for o in outs], 0)
-        out.set("learners", stacked)
-    elif isinstance(out, TensorDictBase):
-        out.set("learners", out.exclude("learners").unsqueeze(0).clone())
+    ex.__dict__["learner_outputs"] = [out, *[r["metrics"] for r in results]]
     return out
 
 

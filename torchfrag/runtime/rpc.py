@@ -177,6 +177,8 @@ def run_policy(
     if ex.lags:
         extra["policy_lag"] = {"mean": sum(ex.lags) / len(ex.lags), "max": max(ex.lags),
                                "dropped": ex.dropped, "batches": len(ex.lags)}
+    if "learner_outputs" in ex.__dict__:
+        extra["learner_outputs"] = ex.__dict__["learner_outputs"]
     if ex.dp_opts:
         opts = [o for o, _ in ex.dp_opts if o is not None]
         extra["comm"]["allreduce_bytes"] = sum(getattr(o, "reduced_bytes", 0) for o in opts) / max(1, done)

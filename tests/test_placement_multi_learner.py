@@ -173,3 +173,25 @@ def test_reinforce_learns_cartpole_with_two_learners():
     late = returns[-20:]
     assert res.iterations == 30 and sum(late) / len(late) > 60.0, sum(late) / len(late)
     loop.close()
+
+
+def test_explain_bytes_with_ppo_learn():
+    """torchfrag's own Learn (several minibatch steps per iteration, clipping after the average)."""
+    from torchfrag.policies import PPOFactory
+
+    cfg = {"num_envs": 4, "steps": 16, "minibatch_size": 32, "epochs": 2, "reward_scale": 0.1}
+    f = PPOFactory("CartPole-v1", cfg)
+    pol = {"name": "multi_learner", "learners": 2, "actors_per_learner": 2, "advantage": "actors"}
+    loop = f()
+    g = capture(loop)
+    cross = crossings(as_policy(pol).place(g))
+    assert [c.kind for c in cross].count("gradients") == 1
+    res = run(g, pol, iterations=3, factory=f)
+    assert wait_no_children() == []
+    comm = res.extra["comm"]
+    actors_bytes = sum(c.bytes for c in cross if c.kind != "gradients")
+    reduced = sum(c.bytes for c in cross if c.kind == "gradients")  # 2 (W-1)/W = 1 for W = 2
+    assert abs(actors_bytes - comm["bytes"]) <= 0.1 * comm["bytes"], (actors_bytes, comm)
+    assert abs(reduced - comm["allreduce_bytes"]) <= 0.1 * comm["allreduce_bytes"], (reduced, comm)
+    assert loop.rollout.frames == 3 * 2 * 4 * 16
+    loop.close()

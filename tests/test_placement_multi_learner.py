@@ -195,3 +195,22 @@ def test_explain_bytes_with_ppo_learn():
     assert abs(reduced - comm["allreduce_bytes"]) <= 0.1 * comm["allreduce_bytes"], (reduced, comm)
     assert loop.rollout.frames == 3 * 2 * 4 * 16
     loop.close()
+
+
+def test_failing_actor_of_another_learner_is_reported():
+    """worker3 is learner 1's actor: its error reaches the driver through learner 1 (worker1)."""
+    import time
+
+    from torchfrag.runtime.launcher import WorkerError
+
+    from _policy_helpers import CFG, FaultyFactory
+
+    f = FaultyFactory("CartPole-v1", CFG, fault="raise", worker=3, at=2)
+    loop = f()
+    t0 = time.monotonic()
+    with pytest.raises(WorkerError, match="(?s)worker1.*injected fault"):
+        run(capture(loop), {"name": "multi_learner", "learners": 2, "actors_per_learner": 1, "timeout": 10.0},
+            iterations=3, factory=f)
+    assert time.monotonic() - t0 < 90
+    assert wait_no_children() == []
+    loop.close()

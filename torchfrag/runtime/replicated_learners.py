@@ -54,7 +54,15 @@ class _LearnersIteration:
         ex = self.ex
         futs = [ex.calls.call(w, _remote_dp_iterate, ex.iteration) for w in self.learners]
         ex.__dict__["learner_futs"] = (futs, self.learners)
-        return self.placed(*args)
+        try:
+            return self.placed(*args)
+        except Exception:
+            # A learner that failed (its actor raised, say) leaves this one in the all-reduce
+            # until the process group's timeout: report the failure itself, not the timeout.
+            for fut, worker in zip(futs, self.learners):
+                if fut.done():
+                    ex.calls.wait_one(fut, worker, count_bytes=False)
+            raise
 
 
 def finish_learners_iteration(ex: RpcExecutor, out: Any) -> Any:

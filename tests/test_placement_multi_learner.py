@@ -214,3 +214,21 @@ def test_failing_actor_of_another_learner_is_reported():
     assert time.monotonic() - t0 < 90
     assert wait_no_children() == []
     loop.close()
+
+
+def test_obs_norm_statistics_merged_over_learners():
+    """Every learner folds its actors' running statistics in, then the learners merge theirs."""
+    from torchfrag.policies import PPOFactory
+
+    cfg = {"num_envs": 4, "steps": 16, "minibatch_size": 32, "epochs": 1, "obs_norm": True}
+    f = PPOFactory("CartPole-v1", cfg, exploration="mode")
+    local = f()
+    run(capture(local), "local", iterations=3)
+    placed, _ = _run(f, {"name": "multi_learner", "learners": 2, "actors_per_learner": 1}, 3)
+    mine, ref = placed.rollout.produced_state(), local.rollout.produced_state()
+    count = next(k for k in ref if "count" in k)
+    # the driver's statistics count the frames of both learners' actors (twice local's)
+    assert abs(int(mine[count]) - 2 * int(ref[count])) <= 0.05 * 2 * int(ref[count]), (mine[count], ref[count])
+    loc = next(k for k in ref if "loc" in k)
+    assert 0.3 < float(mine[loc].norm() / ref[loc].norm()) < 3.0
+    placed.close(), local.close()

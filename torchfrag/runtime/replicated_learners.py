@@ -6,7 +6,9 @@ with it) on actors of its own, as the ``replicated_rollout`` executor does for t
 (:func:`~torchfrag.runtime.replicated_rollout.install_actors`, here also inside the
 learner processes: RPC lets any process call any other). The learners form a process group
 of their own and every fragment that declares gradient sync averages its gradients over
-them (:mod:`torchfrag.runtime.gradsync`), so their parameters stay identical.
+them (:mod:`torchfrag.runtime.gradsync`), so their parameters stay identical; the state
+the actors produce (running statistics), once merged into each learner, is merged over
+the learners as well (:func:`reduce_produced`), so every learner normalises alike.
 
 Worker layout (RPC names): ``worker1 .. worker{L-1}`` are the learners, then learner ``r``'s
 actors are the next ``actors_per_learner`` workers, learner 0's first.
@@ -27,7 +29,7 @@ from torchfrag.runtime.worker import WORKER, _remote_dp_iterate, _remote_dp_setu
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["prepare_replicated_learners", "finish_learners_iteration", "learner_layout"]
+__all__ = ["prepare_replicated_learners", "finish_learners_iteration", "learner_layout", "reduce_produced"]
 
 
 def learner_layout(workers: list[str], learners: int, actors_per_learner: int
@@ -42,6 +44,35 @@ def learner_layout(workers: list[str], learners: int, actors_per_learner: int
     groups = [workers[first + r * actors_per_learner:first + (r + 1) * actors_per_learner]
               for r in range(learners)]
     return workers[:first], groups
+
+
+def reduce_produced(frag: Any, base: dict[str, Any]) -> None:
+    """Merges a fragment's produced state (running statistics) over the learners' process group.
+
+    Every learner starts the iteration from the same state ``base`` (the previous merge) and
+    has folded its own actors' state in; as :func:`~torchfrag.fragments.base.merge_states`:
+    floating-point entries are averaged, integer counters get every learner's increment.
+    """
+    import torch
+    import torch.distributed as dist
+
+    world = dist.get_world_size()
+    merged = {}
+    for k, v in frag.produced_state().items():
+        if v.dtype == torch.bool:
+            continue
+        t = v.detach().clone()
+        if t.is_floating_point() or t.is_complex():
+            dist.all_reduce(t)
+            t /= world
+        else:
+            start = base[k].to(t.device)
+            t -= start
+            dist.all_reduce(t)
+            t += start
+        merged[k] = t
+    if merged:
+        frag.load_produced_state(merged)
 
 
 class _LearnersIteration:
@@ -97,6 +128,7 @@ def _remote_learner_setup(policy: Any, chain: list[str], actors: list[str], envs
     ex = RpcExecutor(policy, graph, None, cluster, Calls(cluster, policy.timeout, stats), stats)
     replace: dict[str, nn.Module] = {}
     install_actors(ex, chain, actors, envs, "replicated_rollout", replace)
+    ex.reduce_produced = reduce_produced
     WORKER["placed"] = graph_module_with(graph, replace)
     WORKER["executor"] = ex
     return True
@@ -138,6 +170,7 @@ def prepare_replicated_learners(ex: RpcExecutor, placement: Any, replace: dict[s
             for r, w in enumerate(learners, start=1)]
     calls.wait(futs, learners, count_bytes=False)
     install_actors(ex, chain, groups[0], envs, "replicated_rollout", replace)
+    ex.reduce_produced = reduce_produced
     # The learners' own process group (the actors are not in it).
     if ex.cluster.torchrun:
         pg_init = f"tcp://{ex.cluster.addr}:{ex.cluster.port + 1}"

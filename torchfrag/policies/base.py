@@ -575,7 +575,10 @@ class MultiLearnerPolicy(Policy):
     (:meth:`~torchfrag.fragments.Fragment.has_gradient_sync`, any learner fragment, not only
     ``Learn``) averages its gradients over the learners (a ``gloo`` process group of the
     learners alone) before each optimizer step, so the learners' parameters stay identical.
-    Learner ``r`` owns global envs ``r*num_envs ... (r+1)*num_envs - 1``, split over its actors.
+    The state the actors produce (running statistics) is merged into their learner, then over
+    the learners. Learner ``r`` owns global envs ``r*num_envs ... (r+1)*num_envs - 1``, split
+    over its actors. The placement is the ``base_rules`` of ``conf/policy/multi_learner.yaml``
+    (the same as ``actors``').
 
     ``RunResult.extra["learner_outputs"]`` holds every learner's output of the last iteration
     (the driver's first).

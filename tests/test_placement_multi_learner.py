@@ -20,7 +20,7 @@ from torchfrag.policies.factory import EnvSlice
 from torchfrag.runtime import run
 
 from _policy_helpers import children, wait_no_children
-from test_placement_engine import PolicyGradient, ReinforceFactory
+from test_placement_engine import DQNFactory, PolicyGradient, ReinforceFactory
 
 
 def _params(loop: nn.Module) -> torch.Tensor:
@@ -232,3 +232,16 @@ def test_obs_norm_statistics_merged_over_learners():
     loc = next(k for k in ref if "loc" in k)
     assert 0.3 < float(mine[loc].norm() / ref[loc].norm()) < 3.0
     placed.close(), local.close()
+
+
+def test_dqn_user_loop_epsilon_reaches_the_learners_actors():
+    """The user epsilon buffer, decayed by the driver's learner, is what its actors act with (the
+    other learner runs the same executor code on its own actors)."""
+    loop, res = _run(DQNFactory(), {"name": "multi_learner", "learners": 2, "actors_per_learner": 1}, 4)
+    seen = loop.decay.seen
+    assert len(seen) == 4 and seen[-1][1] < 0.5
+    for acted, own in seen:
+        assert acted == pytest.approx(own)
+    assert loop.rollout.frames == 4 * 2 * 4 * 8  # both learners' actors
+    assert len(res.extra["learner_outputs"]) == 2
+    loop.close()

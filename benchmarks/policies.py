@@ -18,6 +18,12 @@ shared: compare ratios within one run, not across runs):
   policy network, the same frames per batch, and the same GAE + PPO learner
   (the fragments of one ``PPOLoop``) consuming every batch; weights go back to
   the collector's workers after every learn step (``update_policy_weights_``).
+* **multi_learner vs actors** with the same number of actor processes: ``actors`` with
+  ``N`` actors (one learner, the driver) against ``multi_learner`` with 2 learners of
+  ``N/2`` actors each (one more process: the second learner; gradients all-reduced between
+  the two), every actor ``envs_per_worker`` envs of the slow env, alternating order, medians.
+  Each learner learns on its own actors' batch (half the frames per gradient step), so the
+  learners' work is split in two.
 * Frames/s are measured between iteration ``warmup`` and the last one, so the
   worker start-up (spawn, import torch: seconds) is excluded.
 * Every policy runs with its defaults (``actors``: the advantage on the learner,
@@ -87,6 +93,10 @@ def _policy(name: str, workers: int, envs_per_worker: int) -> tuple[dict[str, An
         return {"name": name, "env_workers": workers}, envs_per_worker * workers
     if name == "data_parallel":
         return {"name": name, "workers": workers}, envs_per_worker
+    if name == "multi_learner":  # `workers` actors in all: 2 learners with workers / 2 actors each
+        per = max(1, workers // 2)
+        return ({"name": name, "learners": 2, "actors_per_learner": per, "envs_per_actor": envs_per_worker},
+                envs_per_worker * per)
     raise ValueError(name)
 
 
@@ -165,6 +175,29 @@ def multisync_fps(workers: int, steps: int, warmup: int, iterations: int) -> dic
     return {"fps": (f1 - f0) / (t1 - t0)}
 
 
+def multi_learner_vs_actors(totals: list[int], epw: int, steps: int, warmup: int, iters: int,
+                            repeats: int) -> dict[str, Any]:
+    """``actors`` (N actors) vs ``multi_learner`` (2 learners x N/2 actors) on the slow env, alternating."""
+    out: dict[str, Any] = {}
+    rows = []
+    for n in totals:
+        runs = alternate({
+            f"actors x{n}": lambda n=n: ppo_fps(SLOW, "actors", n, epw, steps, warmup, iters),
+            f"multi_learner 2x{n // 2}": lambda n=n: ppo_fps(SLOW, "multi_learner", n, epw, steps, warmup,
+                                                            iters),
+        }, repeats)
+        fps = {k: median([r["fps"] for r in v]) for k, v in runs.items()}
+        a, m = fps[f"actors x{n}"], fps[f"multi_learner 2x{n // 2}"]
+        last = runs[f"multi_learner 2x{n // 2}"][-1]
+        out[str(n)] = {"actors_fps": a, "multi_learner_fps": m, "ratio": m / a, "runs": runs}
+        rows.append([n, fmt_rate(a), fmt_rate(m), fmt_ratio(m / a),
+                     fmt_rate(last["bytes"]) + "B", fmt_rate(last["allreduce_bytes"]) + "B"])
+    print_table(["actors in all", "actors frames/s", "multi_learner (2 learners) frames/s", "ratio",
+                 "ml actor bytes/iter", "ml all-reduce bytes/iter"], rows,
+                title="multi_learner vs actors, same actor processes (slow env, medians)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Runs the benchmark; returns the JSON payload."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -174,6 +207,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--policies", nargs="*", default=None)
     p.add_argument("--headline-only", action="store_true",
                    help="only the alternating headline pairs (results/policies_headline.json)")
+    p.add_argument("--multi-learner-only", action="store_true",
+                   help="only multi_learner vs actors (results/policies_multi_learner.json)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     quick = args.quick
@@ -192,6 +227,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "cartpole": {"envs_per_worker": cp_epw, "steps": cp_steps}, "warmup": warmup,
         "iterations": iters, "repeats": repeats, "ppo": "epochs=1, one minibatch per iteration",
         "pool_threads_per_worker": 1}}
+    ml = multi_learner_vs_actors([4] if quick else [2, 4, 8], slow_epw, slow_steps, warmup, iters, repeats) \
+        if not args.headline_only else {}
+    results["multi_learner_vs_actors"] = ml
+    if args.multi_learner_only:
+        path = write_json("policies_multi_learner", results)
+        print(f"wrote {path}")
+        return results
     rows = []
     for env_name, env, epw, steps in (() if args.headline_only else
                                       (("slow", SLOW, slow_epw, slow_steps),

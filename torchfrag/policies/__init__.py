@@ -8,6 +8,7 @@ policy                 what runs where
 ``async_actors``       actors run ahead on stale weights, bounded by ``staleness``
 ``central_inference``  env steps on N workers; act and learn on the learner
 ``data_parallel``      every rank runs the loop; gradients all-reduced (gloo)
+``multi_learner``      several learners, each with its own actors; gradients all-reduced
 ``single_device``      everything on one device, networks compiled
 =====================  =========================================================
 
@@ -29,6 +30,7 @@ from torchfrag.policies.base import (
     CentralInferencePolicy,
     DataParallelPolicy,
     LocalPolicy,
+    MultiLearnerPolicy,
     Placement,
     Policy,
     PolicyError,
@@ -42,7 +44,7 @@ from torchfrag.policies.factory import EnvSlice, LoopFactory, PPOFactory
 
 __all__ = [
     "MAX_WORKERS", "POLICY_CLASSES", "ActorsPolicy", "AsyncActorsPolicy", "CentralInferencePolicy",
-    "Crossing", "DataParallelPolicy", "EnvSlice", "LocalPolicy", "LoopFactory", "PPOFactory", "Placement",
+    "Crossing", "DataParallelPolicy", "EnvSlice", "LocalPolicy", "LoopFactory", "MultiLearnerPolicy", "PPOFactory", "Placement",
     "Policy", "PolicyError", "SingleDevicePolicy", "as_policy", "crossings", "explain",
     "load_policy_file", "register_policy", "register_schemas",
 ]

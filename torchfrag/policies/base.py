@@ -20,13 +20,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from torchfrag.graph import FragmentGraph
+from torchfrag.policies.rules import RULE_MATCHERS, apply_rules, check_rule, rule_matches, shipped
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "PolicyError", "Policy", "LocalPolicy", "ActorsPolicy", "AsyncActorsPolicy",
-    "CentralInferencePolicy", "DataParallelPolicy", "SingleDevicePolicy",
-    "Placement", "POLICY_CLASSES", "EXECUTOR_KINDS", "register_policy", "load_policy_file", "rule_matches", "as_policy", "MAX_WORKERS", "is_per_env", "per_env_chain",
+    "CentralInferencePolicy", "DataParallelPolicy", "MultiLearnerPolicy", "SingleDevicePolicy",
+    "Placement", "POLICY_CLASSES", "EXECUTOR_KINDS", "register_policy", "load_policy_file", "rule_matches", "RULE_MATCHERS", "as_policy", "MAX_WORKERS", "is_per_env", "per_env_chain",
 ]
 
 #: Every policy by name: the one list (filled by :func:`register_policy`).
@@ -80,11 +81,15 @@ class Policy:
         compile: Compile the learner's and policy's networks with ``torch.compile``.
         compile_backend: ``torch.compile`` backend.
         placement: Overrides: fragment node name -> role (applied last).
-        rules: Placement rules, applied in order after the policy's defaults: each a mapping
-            with one matcher, ``node`` (node name), ``cls`` (class name), ``tag`` (a declared
-            role of :meth:`~torchfrag.fragments.Fragment.tags`: ``rollout``, ``env``, ``act``,
-            ``learn``, ``per_env``, ``impure``, ``optimizer``) or ``predicate`` (an attribute
-            or method of the fragment that is true), and the ``role`` it assigns.
+        base_rules: The policy's own placement rules (every fragment not matched stays on the
+            ``learner``); the shipped policies' are read from their ``conf/policy/<name>.yaml``.
+            Schema: :mod:`torchfrag.policies.rules` (one matcher, ``node``, ``cls``, ``tag``,
+            ``predicate`` or ``all``, the ``role`` it assigns, and optionally ``pick``,
+            ``chained``, ``part``, ``when``).
+        rules: More placement rules (same schema), applied in order after ``base_rules``,
+            e.g. ``{tag: per_env, role: actor}`` (a ``tag`` is a declared role of
+            :meth:`~torchfrag.fragments.Fragment.tags`: ``rollout``, ``env``, ``act``,
+            ``learn``, ``per_env``, ``impure``, ``optimizer``).
         kind: The registered policy this one configures, when ``name`` is a new name (a
             user's YAML policy: ``name: my_actors``, ``kind: actors``); empty: ``name``.
         max_workers: Refuse runs with more worker processes than this.
@@ -98,6 +103,7 @@ class Policy:
     compile: bool = False
     compile_backend: str = "inductor"
     placement: dict[str, str] = field(default_factory=dict)
+    base_rules: list[dict[str, Any]] = field(default_factory=list)
     rules: list[dict[str, Any]] = field(default_factory=list)
     kind: str = ""
     max_workers: int = 64
@@ -145,16 +151,13 @@ class Policy:
             if role not in self.roles:
                 raise PolicyError(f"policy {self.name}: placement puts {frag!r} on unknown role "
                                   f"{role!r}; roles: {list(self.roles)}")
-        for i, rule in enumerate(self.rules):
-            rule = dict(rule)
-            matchers = sorted(set(rule) & set(RULE_MATCHERS))
-            extra = sorted(set(rule) - set(RULE_MATCHERS) - {"role"})
-            if len(matchers) != 1 or extra or "role" not in rule:
-                raise PolicyError(f"policy {self.name}: rules[{i}] = {rule} must have exactly one of "
-                                  f"{list(RULE_MATCHERS)} and a 'role'")
-            if rule["role"] not in self.roles:
-                raise PolicyError(f"policy {self.name}: rules[{i}] assigns unknown role {rule['role']!r}; "
-                                  f"roles: {list(self.roles)}")
+        names = [f.name for f in fields(self) if f.init]
+        for which in ("base_rules", "rules"):
+            for i, rule in enumerate(getattr(self, which)):
+                wrong = check_rule(dict(rule) if hasattr(rule, "items") else rule, f"{which}[{i}]",
+                                   self.roles, names)
+                if wrong:
+                    raise PolicyError(f"policy {self.name}: {wrong}")
 
     def place(self, graph: FragmentGraph) -> Placement:
         """Assigns every fragment node of ``graph`` to a role; validates first.
@@ -171,49 +174,18 @@ class Policy:
                     f"policy {self.name}: placement names fragment {frag!r}, which is not in the "
                     f"captured graph; fragments: {[n.name for n in graph.nodes]}")
         roles = {n.name: self._default_role(graph, n.name) for n in graph.nodes}
-        for rule in self.rules:
-            for n in graph.nodes:
-                if rule_matches(rule, n.name, n.module):
-                    roles[n.name] = str(rule["role"])
-        for frag, role in self.placement.items():
-            roles[graph.node(frag).name] = role
-        return Placement(self, graph, roles)
+        pinned = {graph.node(frag).name: role for frag, role in self.placement.items()}
+        env_split = apply_rules(self, graph, [*self.base_rules, *self.rules], roles, pinned)
+        roles.update(pinned)
+        return Placement(self, graph, roles, env_split)
 
     def _default_role(self, graph: FragmentGraph, node: str) -> str:
+        """Role of ``node`` before any rule (``learner``); a user's policy class may override it."""
         return "learner"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields (picklable)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.init}
-
-
-#: The keys a placement rule may match on.
-RULE_MATCHERS = ("node", "cls", "tag", "predicate")
-
-
-def rule_matches(rule: dict[str, Any], node: str, frag: Any) -> bool:
-    """Whether a placement rule (see :attr:`Policy.rules`) selects fragment ``frag`` at ``node``.
-
-    Example:
-        >>> from torchfrag.fragments import Fragment
-        >>> class Eval(Fragment):
-        ...     evaluation = True
-        >>> rule_matches({"predicate": "evaluation", "role": "learner"}, "ev", Eval())
-        True
-        >>> rule_matches({"tag": "per_env", "role": "actor"}, "ev", Eval())
-        False
-    """
-    if "node" in rule:
-        return node == rule["node"]
-    if "cls" in rule:
-        return any(c.__name__ == rule["cls"] for c in type(frag).__mro__)
-    if "tag" in rule:
-        tags = frag.tags() if hasattr(frag, "tags") else frozenset()
-        return rule["tag"] in tags
-    if "predicate" in rule:
-        value = getattr(frag, str(rule["predicate"]), False)
-        return bool(value() if callable(value) else value)
-    return False
 
 
 def check_device(dev: str, what: str) -> None:
@@ -385,6 +357,7 @@ class ActorsPolicy(Policy):
     on_failure: str = "raise"
     env_threads: int | None = None
     advantage: str = "learner"
+    base_rules: list[dict[str, Any]] = field(default_factory=shipped("actors"))
     roles: ClassVar[tuple[str, ...]] = ("learner", "actor")
 
     @property
@@ -411,25 +384,38 @@ class ActorsPolicy(Policy):
 
     def place(self, graph: FragmentGraph) -> Placement:
         placement = super().place(graph)
-        rollout = _one_rollout(self, graph)
-        on_actors = placement.nodes_of("actor")
-        chain = [rollout, *per_env_chain(graph, rollout, per_env_only=False)]
-        if rollout not in on_actors or on_actors != chain[:len(on_actors)]:
-            raise PolicyError(
-                f"policy {self.name}: the actors run the rollout and, optionally, the fragments that "
-                f"follow it in a chain ({' -> '.join(chain)}); placement puts {on_actors} on them")
-        for name in on_actors[1:]:
-            if not is_per_env(graph.fragment(name)):
-                logger.warning("policy %s: %s runs on the actors, each on its own envs' batch; the "
-                               "result differs from local unless it treats every env alone",
-                               self.name, name)
+        check_actor_chain(self, graph, placement)
         return placement
 
-    def _default_role(self, graph: FragmentGraph, node: str) -> str:
-        rollout = _one_rollout(self, graph)
-        if node == rollout or (self.advantage == "actors" and node in per_env_chain(graph, rollout)):
-            return "actor"
-        return "learner"
+
+def check_actor_chain(policy: Policy, graph: FragmentGraph, placement: Placement) -> None:
+    """Raises :class:`PolicyError` unless the ``actor`` role holds a rollout and the chain after it."""
+    first = _one_rollout(policy, graph)
+    on_actors = placement.nodes_of("actor")
+    placed = [n for n in on_actors if n in rollout_nodes(graph)]
+    rollout = placed[0] if placed else first
+    chain = [rollout, *per_env_chain(graph, rollout, per_env_only=False)]
+    if len(placed) != 1 or on_actors != chain[:len(on_actors)]:
+        raise PolicyError(
+            f"policy {policy.name}: the actors run the rollout and, optionally, the fragments that "
+            f"follow it in a chain ({' -> '.join(chain)}); placement puts {on_actors} on them")
+    for name in on_actors[1:]:
+        if not is_per_env(graph.fragment(name)):
+            logger.warning("policy %s: %s runs on the actors, each on its own envs' batch; the "
+                           "result differs from local unless it treats every env alone",
+                           policy.name, name)
+
+
+def check_gradient_sync(policy: Policy, graph: FragmentGraph) -> None:
+    """Raises :class:`PolicyError` when no fragment of ``graph`` declares gradient sync."""
+    if any(n.module.has_gradient_sync() for n in graph.nodes):
+        return
+    owners = [n.name for n in graph.nodes if n.module.owned_parameters()]
+    raise PolicyError(
+        f"policy {policy.name}: no fragment declares gradient sync, so gradients cannot be "
+        f"averaged over replicas (fragments that own parameters: {owners or 'none'}); keep "
+        "the optimizer in the fragment's `optimizer` attribute, or override "
+        "Fragment.has_gradient_sync() and install_gradient_sync()")
 
 
 @register_policy
@@ -459,6 +445,7 @@ class AsyncActorsPolicy(ActorsPolicy):
     staleness: int = 2
     prefetch: int = 1
     batches_per_learn: int | None = None
+    base_rules: list[dict[str, Any]] = field(default_factory=shipped("async_actors"))
     advantage: str = "learner"
 
     def validate(self) -> None:
@@ -496,6 +483,7 @@ class CentralInferencePolicy(Policy):
 
     name: str = "central_inference"
     env_workers: int = 2
+    base_rules: list[dict[str, Any]] = field(default_factory=shipped("central_inference"))
     env_threads: int | None = None
     roles: ClassVar[tuple[str, ...]] = ("learner", "env")
 
@@ -512,14 +500,14 @@ class CentralInferencePolicy(Policy):
         super().validate()
 
     def place(self, graph: FragmentGraph) -> Placement:
-        rollout = _one_rollout(self, graph, env_nodes)
+        _one_rollout(self, graph, env_nodes)
         placement = super().place(graph)
-        placement.env_split[rollout] = "env"
+        if len(placement.env_split) != 1 or any(r != "learner" for r in placement.roles.values()):
+            raise PolicyError(
+                f"policy {self.name}: the env step of exactly one rollout goes to the env workers and "
+                f"every fragment stays on the learner; the rules give env steps {placement.env_split} "
+                f"and roles {placement.roles} (base_rules: {self.base_rules}, rules: {self.rules})")
         return placement
-
-    def _default_role(self, graph: FragmentGraph, node: str) -> str:
-        # The rollout stays on the learner; its body's env step goes to the env workers.
-        return "learner"
 
 
 @register_policy
@@ -548,6 +536,7 @@ class DataParallelPolicy(Policy):
     workers: int = 2
     backend: str = "gloo"
     replicate_envs: bool = False
+    base_rules: list[dict[str, Any]] = field(default_factory=shipped("data_parallel"))
     roles: ClassVar[tuple[str, ...]] = ("replica",)
 
     @property
@@ -566,18 +555,91 @@ class DataParallelPolicy(Policy):
 
     def place(self, graph: FragmentGraph) -> Placement:
         placement = super().place(graph)
-        learners = [n.name for n in graph.nodes if n.module.has_gradient_sync()]
-        if not learners:
-            owners = [n.name for n in graph.nodes if n.module.owned_parameters()]
-            raise PolicyError(
-                f"policy {self.name}: no fragment declares gradient sync, so gradients cannot be "
-                f"averaged over replicas (fragments that own parameters: {owners or 'none'}); keep "
-                "the optimizer in the fragment's `optimizer` attribute, or override "
-                "Fragment.has_gradient_sync() and install_gradient_sync()")
+        others = {n: r for n, r in placement.roles.items() if r != "replica"}
+        if others:
+            raise PolicyError(f"policy {self.name}: every fragment runs on every replica; the rules "
+                              f"leave {others} (base_rules: {self.base_rules}, rules: {self.rules})")
+        check_gradient_sync(self, graph)
         return placement
 
-    def _default_role(self, graph: FragmentGraph, node: str) -> str:
-        return "replica"
+
+@register_policy
+@dataclass
+class MultiLearnerPolicy(Policy):
+    """Several learners, each with its own actors; gradients all-reduced among the learners.
+
+    MSRL's multi-learner policy: ``learners`` learner processes (the driver is learner 0,
+    ``learners - 1`` worker processes the others) each run the loop with its rollout (and
+    the chain placed with it) on ``actors_per_learner`` actor processes of its own, exactly
+    as under ``actors``; every fragment that declares gradient sync
+    (:meth:`~torchfrag.fragments.Fragment.has_gradient_sync`, any learner fragment, not only
+    ``Learn``) averages its gradients over the learners (a ``gloo`` process group of the
+    learners alone) before each optimizer step, so the learners' parameters stay identical.
+    The state the actors produce (running statistics) is merged into their learner, then over
+    the learners. Learner ``r`` owns global envs ``r*num_envs ... (r+1)*num_envs - 1``, split
+    over its actors. The placement is the ``base_rules`` of ``conf/policy/multi_learner.yaml``
+    (the same as ``actors``').
+
+    ``RunResult.extra["learner_outputs"]`` holds every learner's output of the last iteration
+    (the driver's first).
+
+    Attributes:
+        learners: Learner processes (the driver included).
+        actors_per_learner: Actor processes of every learner.
+        envs_per_actor: Envs on each actor (``None``: the loop's envs split over a learner's actors).
+        sync_every: Send the learner's weights to its actors every this many iterations.
+        env_threads: Threads of each actor's env pool.
+        advantage: Where the per-env fragments after the rollout run (as :class:`ActorsPolicy`).
+        backend: ``torch.distributed`` backend of the learners' gradient all-reduce.
+        replicate_envs: Give every learner the same envs and seeds (then, with deterministic
+            actions, the run equals ``actors`` with ``actors_per_learner`` actors).
+
+    Example:
+        >>> from torchfrag.policies import MultiLearnerPolicy
+        >>> MultiLearnerPolicy(learners=2, actors_per_learner=3).num_workers  # 1 learner + 6 actors
+        7
+    """
+
+    name: str = "multi_learner"
+    learners: int = 2
+    actors_per_learner: int = 2
+    envs_per_actor: int | None = None
+    sync_every: int = 1
+    env_threads: int | None = None
+    advantage: str = "learner"
+    backend: str = "gloo"
+    base_rules: list[dict[str, Any]] = field(default_factory=shipped("multi_learner"))
+    replicate_envs: bool = False
+    roles: ClassVar[tuple[str, ...]] = ("learner", "actor")
+
+    @property
+    def num_workers(self) -> int:
+        return int(self.learners) - 1 + int(self.learners) * int(self.actors_per_learner)
+
+    def replicas(self, role: str) -> int:
+        if role == "actor":
+            return int(self.learners) * int(self.actors_per_learner)
+        return int(self.learners)
+
+    def validate(self) -> None:
+        for field_name in ("learners", "actors_per_learner", "sync_every"):
+            value = getattr(self, field_name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise PolicyError(f"policy {self.name}: {field_name} must be an integer >= 1, got {value!r}")
+        if self.envs_per_actor is not None and self.envs_per_actor < 1:
+            raise PolicyError(f"policy {self.name}: envs_per_actor must be >= 1, got {self.envs_per_actor}")
+        if self.advantage not in ADVANTAGE_MODES:
+            raise PolicyError(f"policy {self.name}: advantage must be one of {list(ADVANTAGE_MODES)}, "
+                              f"got {self.advantage!r}")
+        if self.backend not in ("gloo", "nccl", "mpi"):
+            raise PolicyError(f"policy {self.name}: unknown backend {self.backend!r}; allowed: gloo, nccl, mpi")
+        super().validate()
+
+    def place(self, graph: FragmentGraph) -> Placement:
+        placement = super().place(graph)
+        check_actor_chain(self, graph, placement)
+        check_gradient_sync(self, graph)
+        return placement
 
 
 @register_policy
@@ -621,8 +683,8 @@ class SingleDevicePolicy(Policy):
 
 
 #: Executor kinds, chosen from the shape of a placement (:attr:`Placement.kind`).
-EXECUTOR_KINDS = ("in_process", "replicated_rollout", "async_replicated_rollout", "env_calls",
-                  "replicated_loop")
+EXECUTOR_KINDS = ("in_process", "replicated_rollout", "async_replicated_rollout", "replicated_learners",
+                  "env_calls", "replicated_loop")
 
 
 @dataclass
@@ -658,12 +720,17 @@ class Placement:
         * ``replicated_rollout`` / ``async_replicated_rollout``: a rollout (and the chain after
           it) on a replicated role, the rest on the driver; async when the policy bounds
           staleness;
+        * ``replicated_learners``: as ``replicated_rollout``, with the learner role itself
+          replicated (the policy declares ``learners``): every learner has its own actors and
+          the learners all-reduce their gradients;
         * ``env_calls``: a rollout's env step placed on workers, its act on the driver;
         * ``in_process``: everything on the driver.
         """
         if self.roles and all(r != "learner" for r in self.roles.values()):
             return "replicated_loop"
         if any(self.roles[n] != "learner" for n in self.roles):
+            if getattr(self.policy, "learners", None) is not None:
+                return "replicated_learners"
             return ("async_replicated_rollout" if getattr(self.policy, "staleness", None) is not None
                     else "replicated_rollout")
         if self.env_split:

@@ -52,6 +52,12 @@ def first_slice(placement: Placement, total: int) -> Any:
             return EnvSlice(0, int(per), int(per) * n, 0, 1)
         count = total // n + (1 if total % n else 0)
         return EnvSlice(0, count, total, 0, 1)
+    if kind == "replicated_learners":  # learner 0's first actor
+        per = getattr(policy, "envs_per_actor", None)
+        k, n_learners = int(policy.actors_per_learner), int(policy.learners)
+        count = int(per) if per is not None else total // k + (1 if total % k else 0)
+        envs = int(per) * k if per is not None else total
+        return EnvSlice(0, count, envs * (1 if policy.replicate_envs else n_learners), 0, n_learners)
     if kind == "env_calls":
         n = policy.num_workers
         count = total // n + (1 if total % n else 0)

@@ -97,14 +97,17 @@ def crossings(placement: Placement) -> list[Crossing]:
     policy, graph = placement.policy, placement.graph
     out: list[Crossing] = []
     kind = placement.kind
-    if kind in ("replicated_rollout", "async_replicated_rollout"):
+    if kind in ("replicated_rollout", "async_replicated_rollout", "replicated_learners"):
         chain = [n for n, r in placement.roles.items() if r != "learner"]
         role = placement.roles[chain[0]]
         node = chain[0]
         frag = graph.fragment(node)
         n_act = placement.workers(role)
+        learners = placement.workers("learner")  # every learner (the driver's and the others) has actors
         per_actor = getattr(policy, "envs_per_actor", None)
         envs, steps = _frames(graph, node, None if per_actor is None else int(per_actor) * n_act)
+        if per_actor is None:
+            envs *= learners
         frames = envs * steps
         batch = _step_bytes(frag)[0] * frames if getattr(frag, "env", None) is not None else 0
         added = 0
@@ -134,6 +137,8 @@ def crossings(placement: Placement) -> list[Crossing]:
         if produced:
             out.append(Crossing(f"{node}@{where}", f"{node}@learner", "merge",
                                 "produced state merged back (running statistics)", 0, produced * n_act))
+        if kind == "replicated_learners":
+            out.extend(_gradient_crossings(graph, f"learner[{learners}]", learners))
     elif kind == "env_calls":
         node = next(iter(placement.env_split))
         role = placement.env_split[node]
@@ -147,18 +152,29 @@ def crossings(placement: Placement) -> list[Crossing]:
                             "transition + next carry (per step)", 0, (tr + cin) * total * steps))
     elif kind == "replicated_loop":
         world = placement.workers(next(iter(placement.roles.values())))
-        for n in graph.nodes:
-            frag = n.module
-            if not frag.has_gradient_sync():
-                continue
-            opt = getattr(frag, "optimizer", None)
-            params = [p for g in opt.param_groups for p in g["params"]] if opt is not None else \
-                frag.owned_parameters()
-            nbytes = _tensor_bytes(params)
-            per_iter = _optimizer_steps(graph, frag)
-            out.append(Crossing(f"{n.name}@replica[{world}]", f"{n.name}@replica[{world}]",
-                                "gradients", f"all-reduce of {len(params)} tensors ({per_iter} per it.)",
-                                per_iter, 2 * nbytes * per_iter * (world - 1) // max(1, world)))
+        out.extend(_gradient_crossings(graph, f"replica[{world}]", world))
+    return out
+
+
+def _gradient_crossings(graph: FragmentGraph, where: str, world: int) -> list[Crossing]:
+    """The gradient all-reduce of every fragment that declares gradient sync, over ``world`` ranks.
+
+    Bytes are a ring all-reduce's traffic per rank: ``2 * (world - 1) / world`` times the
+    gradient bytes, per optimizer step.
+    """
+    out = []
+    for n in graph.nodes:
+        frag = n.module
+        if not frag.has_gradient_sync():
+            continue
+        opt = getattr(frag, "optimizer", None)
+        params = [p for g in opt.param_groups for p in g["params"]] if opt is not None else \
+            frag.owned_parameters()
+        nbytes = _tensor_bytes(params)
+        per_iter = _optimizer_steps(graph, frag)
+        out.append(Crossing(f"{n.name}@{where}", f"{n.name}@{where}",
+                            "gradients", f"all-reduce of {len(params)} tensors ({per_iter} per it.)",
+                            per_iter, 2 * nbytes * per_iter * (world - 1) // max(1, world)))
     return out
 
 
@@ -211,6 +227,8 @@ def explain(graph: FragmentGraph, policy: Policy | str | dict[str, Any], *, path
         role = placement.roles[n.name]
         procs = placement.workers(role)
         where = "driver" if role == "learner" else f"{procs} worker(s)"
+        if role == "learner" and procs > 1:
+            where = f"driver + {procs - 1} worker(s)"
         if role == "replica":
             where = f"every rank ({procs})"
         rows.append((n.name, n.kind, role, where, policy.device(role)))

@@ -171,6 +171,9 @@ class RpcExecutor:
     iteration: int = 0
     dp_opts: list[tuple[Any, Any]] = field(default_factory=list)
     state_frags: list[Any] = field(default_factory=list)
+    #: ``reduce(fragment, base)``: merges a fragment's produced state over several learners
+    #: after its own actors' were folded in (``multi_learner``); ``None``: one learner.
+    reduce_produced: Any = None
 
     def weights_for_sync(self, force: bool = False) -> list[list[torch.Tensor]] | None:
         """The actors' chain state to send with this request (``None``: no sync this iteration)."""
@@ -194,6 +197,8 @@ class RpcExecutor:
                 continue
             keys = list(base)
             frag.merge_produced_state(base, [dict(zip(keys, p[i])) for p in produced])
+            if self.reduce_produced is not None:
+                self.reduce_produced(frag, base)
 
     def account(self, batch: TensorDictBase, reward: torch.Tensor | None = None) -> None:
         """Frames and episode stats of a gathered batch, kept on the driver's rollout fragment.

@@ -28,7 +28,7 @@ from torchfrag.runtime.worker import _remote_rollout, _remote_setup, worker_extr
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["prepare_replicated_rollout"]
+__all__ = ["actor_chain", "actor_sizes", "install_actors", "prepare_replicated_rollout", "setup_actor"]
 
 
 class _ActorsStub(nn.Module):
@@ -179,49 +179,63 @@ class _AsyncActorsStub(nn.Module):
         return batch
 
 
-def prepare_replicated_rollout(ex: RpcExecutor, placement: Any, replace: dict[str, nn.Module]) -> Any:
-    """Sets the actors up; returns the driver's placed graph module."""
-    from torchfrag.policies.base import rollout_nodes
-    from torchfrag.policies.factory import EnvSlice
-
-    policy, graph, calls = ex.policy, ex.graph, ex.calls
-    workers = ex.cluster.workers
-    extra = worker_extra(ex, placement)
-    name, kind = policy.name, placement.kind
-    # the rollout, then (optionally) per-env fragments
+def actor_chain(placement: Any) -> list[str]:
+    """The nodes a placement puts on its actors: the rollout first, then the chain after it."""
     chain = [n for n, r in placement.roles.items() if r != "learner"]
     if not chain:
         from torchfrag.policies.base import PolicyError
 
-        raise PolicyError(f"policy {name} places no fragment on the actors; a rollout fragment is needed")
+        raise PolicyError(f"policy {placement.policy.name} places no fragment on the actors; a rollout "
+                          "fragment is needed")
+    return chain
+
+
+def actor_sizes(ex: RpcExecutor, node: str, actors: int) -> list[int]:
+    """Envs of each of ``actors`` actors: ``policy.envs_per_actor`` each, or the loop's envs split."""
+    policy = ex.policy
+    if getattr(policy, "envs_per_actor", None) is not None:
+        return [int(policy.envs_per_actor)] * actors
+    total = total_envs(ex, node)
+    if total < actors:
+        from torchfrag.policies.base import PolicyError
+
+        raise PolicyError(f"policy {policy.name}: {actors} actors but the loop has only {total} envs")
+    return split_sizes(total, actors)
+
+
+def setup_actor(ex: RpcExecutor, worker: str, chain: list[str], env_slice: Any, seed_offset: int,
+                extra: dict[str, Any]) -> Any:
+    """Asks ``worker`` to build its loop for ``env_slice`` and keep ``chain``; returns the future."""
+    return ex.calls.call(worker, _remote_setup, ex.factory, env_slice, "actor", chain, seed_offset, extra,
+                         timeout=ex.policy.timeout)
+
+
+def install_actors(ex: RpcExecutor, chain: list[str], actors: list[str], envs: int, kind: str,
+                   replace: dict[str, nn.Module]) -> None:
+    """Puts the stub that calls ``actors`` in the rollout's place (and passthroughs for its chain).
+
+    Args:
+        ex: The executor of this learner (the driver's, or a learner replica's).
+        chain: The nodes on the actors (the rollout first).
+        actors: RPC names of this learner's actors (already set up).
+        envs: Envs over all of them (frames per iteration: ``envs * steps``).
+        kind: ``replicated_rollout`` or ``async_replicated_rollout``.
+        replace: Fragment target -> stand-in, filled here.
+    """
+    from torchfrag.policies.base import rollout_nodes
+
+    policy, graph = ex.policy, ex.graph
     node = chain[0]
     ex.rollout_node = node if node in rollout_nodes(graph) else None
-    total = total_envs(ex, node)
-    n = len(workers)
-    if getattr(policy, "envs_per_actor", None) is None:
-        if total < n:
-            from torchfrag.policies.base import PolicyError
-
-            raise PolicyError(f"policy {name}: {n} actors but the loop has only {total} envs")
-        sizes = split_sizes(total, n)
-        all_envs = total
-    else:
-        sizes = [int(policy.envs_per_actor)] * n
-        all_envs = sum(sizes)
-    offsets = [sum(sizes[:i]) for i in range(n)]
-    futs = [calls.call(w, _remote_setup, ex.factory, EnvSlice(o, s, all_envs, i, i + 1), "actor", chain,
-                       i + 1, extra, timeout=policy.timeout)
-            for i, (w, o, s) in enumerate(zip(workers, offsets, sizes))]
-    calls.wait(futs, workers, count_bytes=False)
-    ex.actors = list(workers)
+    ex.actors = list(actors)
     ex.state_frags = [graph.fragment(n) for n in chain]
     steps = getattr(graph.fragment(node), "steps", None)
-    ex.full_frames = int(steps) * all_envs if isinstance(steps, int) else 0
-    stub = _ActorsStub(ex, node) if kind == "replicated_rollout" else _AsyncActorsStub(ex, node)
+    ex.full_frames = int(steps) * envs if isinstance(steps, int) else 0
+    stub = _ActorsStub(ex, node) if kind != "async_replicated_rollout" else _AsyncActorsStub(ex, node)
     replace[graph.node(node).target] = stub
     for other in chain[1:]:  # ran on the actors: the stub's batch already went through them
         replace[graph.node(other).target] = Passthrough()
-    if kind == "replicated_rollout" and getattr(policy, "advantage", "learner") == "on_arrival":
+    if kind != "async_replicated_rollout" and getattr(policy, "advantage", "learner") == "on_arrival":
         # The per-env fragments left on the learner right after the actors' chain run on
         # each actor's batch as it arrives (in the stub), not on the gathered batch.
         from torchfrag.policies.base import per_env_chain
@@ -232,6 +246,23 @@ def prepare_replicated_rollout(ex: RpcExecutor, placement: Any, replace: dict[st
             ex.arrival_chain = [graph.fragment(n) for n in rest]
             for other in rest:
                 replace[graph.node(other).target] = Passthrough()
+
+
+def prepare_replicated_rollout(ex: RpcExecutor, placement: Any, replace: dict[str, nn.Module]) -> Any:
+    """Sets the actors up; returns the driver's placed graph module."""
+    from torchfrag.policies.factory import EnvSlice
+
+    graph, calls = ex.graph, ex.calls
+    workers = ex.cluster.workers
+    extra = worker_extra(ex, placement)
+    chain = actor_chain(placement)
+    sizes = actor_sizes(ex, chain[0], len(workers))
+    all_envs = sum(sizes)
+    offsets = [sum(sizes[:i]) for i in range(len(workers))]
+    futs = [setup_actor(ex, w, chain, EnvSlice(o, s, all_envs, i, i + 1), i + 1, extra)
+            for i, (w, o, s) in enumerate(zip(workers, offsets, sizes))]
+    calls.wait(futs, workers, count_bytes=False)
+    install_actors(ex, chain, workers, all_envs, placement.kind, replace)
     calls.stats.calls = 0
     calls.stats.bytes_sent = 0
     return graph_module_with(graph, replace)

@@ -24,6 +24,8 @@ build their own fragments by calling the run's picklable *factory*
   one call per env worker per step (action slice out, transitions in).
 * ``data_parallel``: every rank runs the whole loop; the learn fragment's
   optimizer all-reduces gradients through a ``gloo`` process group.
+* ``multi_learner``: several learners (the driver and learner workers), each with its own
+  actors as under ``actors``; the learners all-reduce their gradients.
 
 Faults: every wait checks the worker processes; a worker that raises gives a
 :class:`~torchfrag.runtime.launcher.WorkerError` with its traceback, one that
@@ -52,20 +54,25 @@ from torchfrag.graph import FragmentGraph
 from torchfrag.runtime.comm import Calls, CommStats, RpcExecutor, envs_of
 from torchfrag.runtime.env_calls import prepare_env_calls
 from torchfrag.runtime.launcher import Cluster, WorkerDied, WorkerError, WorkerTimeout
+from torchfrag.runtime.replicated_learners import finish_learners_iteration, prepare_replicated_learners
 from torchfrag.runtime.replicated_loop import finish_iteration, prepare_replicated_loop
 from torchfrag.runtime.replicated_rollout import prepare_replicated_rollout
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EXECUTORS", "run_policy", "CommStats", "WorkerError", "WorkerDied", "WorkerTimeout"]
+__all__ = ["EXECUTORS", "FINISH", "run_policy", "CommStats", "WorkerError", "WorkerDied", "WorkerTimeout"]
 
 #: Placement kind -> the function that sets its workers up (one module per executor kind).
 EXECUTORS = {
     "replicated_rollout": prepare_replicated_rollout,
     "async_replicated_rollout": prepare_replicated_rollout,
+    "replicated_learners": prepare_replicated_learners,
     "env_calls": prepare_env_calls,
     "replicated_loop": prepare_replicated_loop,
 }
+
+#: Placement kind -> what ends an iteration on the driver (waiting for the other replicas).
+FINISH = {"replicated_loop": finish_iteration, "replicated_learners": finish_learners_iteration}
 
 
 def run_policy(
@@ -139,8 +146,8 @@ def run_policy(
         for i in range(start, start + iterations):
             ex.iteration = i - start
             out = fn(*args) if fn is not None else None
-            if placement.kind == "replicated_loop":
-                out = finish_iteration(ex, out)
+            if placement.kind in FINISH:
+                out = FINISH[placement.kind](ex, out)
             ex.version += 1
             if ex.last_lag and isinstance(out, TensorDictBase):
                 out.set("policy_lag", torch.tensor(sum(ex.last_lag) / len(ex.last_lag)))
@@ -152,7 +159,7 @@ def run_policy(
     finally:
         stack.close()
         cluster.shutdown()
-        if placement.kind == "replicated_loop":
+        if placement.kind in FINISH:
             import torch.distributed as dist
 
             if dist.is_initialized():
@@ -170,6 +177,8 @@ def run_policy(
     if ex.lags:
         extra["policy_lag"] = {"mean": sum(ex.lags) / len(ex.lags), "max": max(ex.lags),
                                "dropped": ex.dropped, "batches": len(ex.lags)}
+    if "learner_outputs" in ex.__dict__:
+        extra["learner_outputs"] = ex.__dict__["learner_outputs"]
     if ex.dp_opts:
         opts = [o for o, _ in ex.dp_opts if o is not None]
         extra["comm"]["allreduce_bytes"] = sum(getattr(o, "reduced_bytes", 0) for o in opts) / max(1, done)
@@ -194,15 +203,17 @@ def _check_envsplit_sizes(graph: FragmentGraph, policy: Any, placement: Any, fac
     from torchfrag.policies.base import PolicyError, rollout_nodes
 
     name, kind = policy.name, placement.kind
-    if kind in ("replicated_rollout", "async_replicated_rollout"):
+    if kind in ("replicated_rollout", "async_replicated_rollout", "replicated_learners"):
         nodes = [n for n, r in placement.roles.items() if r != "learner"]
         if not nodes or nodes[0] not in rollout_nodes(graph):
             raise PolicyError(f"policy {name} places {nodes} on the actors; a rollout fragment "
                               "(and the chain after it) is needed")
         if getattr(policy, "envs_per_actor", None) is None:
             total = envs_of(graph, factory, nodes[0])
-            if total < policy.num_workers:
-                raise PolicyError(f"policy {name}: {policy.num_workers} actors but the loop has only "
+            # every learner splits the loop's envs over its own actors
+            actors = placement.workers(placement.roles[nodes[0]]) // max(1, placement.workers("learner"))
+            if total < actors:
+                raise PolicyError(f"policy {name}: {actors} actors per learner but the loop has only "
                                   f"{total} envs (set policy.envs_per_actor or use fewer actors)")
     elif kind == "env_calls":
         nodes = list(placement.env_split)

@@ -61,6 +61,8 @@ def _close_worker_loop() -> None:
     if ctx is not None:
         with contextlib.suppress(Exception):
             ctx.close()
+    _WORKER.pop("placed", None)
+    _WORKER.pop("executor", None)
     loop = _WORKER.pop("loop", None)
     if loop is not None and hasattr(loop, "close"):
         with contextlib.suppress(Exception):
@@ -181,9 +183,22 @@ def _remote_dp_setup(rank: int, world: int, init_method: str, backend: str, time
     return True
 
 
-def _remote_dp_iterate() -> dict[str, Any]:
+def _remote_dp_iterate(iteration: int = 0) -> dict[str, Any]:
+    """One iteration of a replica's (or a learner's) loop; its frames, episodes, output, traffic.
+
+    A learner with actors of its own runs its placed module (``placed``, whose rollout stub
+    calls them) and reports the bytes and calls it exchanged with them (``comm``).
+    """
     graph: FragmentGraph = _WORKER["graph"]
-    out = graph.module()
+    ex = _WORKER.get("executor")
+    if ex is not None:
+        ex.iteration = int(iteration)
+    out = _WORKER.get("placed", graph.module)()
+    comm: dict[str, int] = {}
+    if ex is not None:
+        ex.version += 1
+        comm = {"sent": ex.stats.bytes_sent, "received": ex.stats.bytes_received, "calls": ex.stats.calls}
+        ex.stats.bytes_sent = ex.stats.bytes_received = ex.stats.calls = 0
     frames = 0
     stats: dict[str, Any] = {}
     for n in graph.nodes:
@@ -194,4 +209,4 @@ def _remote_dp_iterate() -> dict[str, Any]:
             if st is not None:
                 stats = {"returns": list(st.returns), "lengths": list(st.lengths)}
                 st.returns, st.lengths = [], []
-    return {"frames": frames, "episodes": stats, "metrics": out}
+    return {"frames": frames, "episodes": stats, "metrics": out, "comm": comm}

@@ -66,6 +66,7 @@ class PPOConfig(AlgoConfig):
         lmbda: GAE lambda.
         lr: Adam learning rate.
         anneal_lr: Anneal the learning rate linearly to 0 over ``total_frames``.
+        anneal_clip: Anneal ``clip_epsilon`` with the same schedule (needs ``anneal_lr``).
         total_frames: Training length (used for annealing).
         epochs: Passes over each batch.
         minibatch_size: Samples per gradient step.
@@ -97,6 +98,7 @@ class PPOConfig(AlgoConfig):
     lmbda: float = 0.95
     lr: float = 3e-4
     anneal_lr: bool = True
+    anneal_clip: bool = False
     total_frames: int = 500_000
     epochs: int = 10
     minibatch_size: int = 512
@@ -112,6 +114,11 @@ class PPOConfig(AlgoConfig):
     collector: str = "rollout"
     pool_batch_size: int | None = None
     pool_deterministic: bool = True
+
+    def __post_init__(self) -> None:
+        if self.anneal_clip and not self.anneal_lr:
+            raise ValueError("anneal_clip=True follows the learning-rate schedule: set anneal_lr=True "
+                             f"(got anneal_lr={self.anneal_lr!r})")
 
 
 class PPOLoop(LoopBase):
@@ -160,6 +167,7 @@ class PPOLoop(LoopBase):
         self.learn = Learn(
             loss, lr=cfg.lr, epochs=cfg.epochs, minibatch_size=cfg.minibatch_size,
             max_grad_norm=cfg.max_grad_norm, anneal_steps=iterations if cfg.anneal_lr else None,
+            anneal_buffers=["clip_epsilon"] if cfg.anneal_clip else (),
             select_keys=["observation", "action", "action_log_prob", "advantage", "value_target"],
         )
 

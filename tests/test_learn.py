@@ -1,4 +1,4 @@
-"""The Learn fragment: TorchRL's sampler cuts the minibatches, torch's LambdaLR anneals, checkpoints resume both."""
+"""The Learn fragment: minibatch epochs, torch's LambdaLR annealing, checkpoints that resume the schedule."""
 from __future__ import annotations
 
 import io
@@ -7,7 +7,6 @@ import pytest
 import torch
 from tensordict import TensorDict
 from torch import nn
-from torchrl.data.replay_buffers.samplers import SamplerWithoutReplacement
 
 from torchfrag.fragments import Learn
 
@@ -49,11 +48,17 @@ def test_incomplete_last_minibatch_is_dropped():
         assert len(set(visited)) == 8
 
 
-def test_num_minibatches_and_a_user_sampler():
+def test_num_minibatches():
     loss = _Recorder()
-    Learn(loss, epochs=1, num_minibatches=3, sampler=SamplerWithoutReplacement(drop_last=True, shuffle=False))(
-        _data(9))
-    assert loss.seen == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    Learn(loss, epochs=1, num_minibatches=3)(_data(9))
+    assert len(loss.seen) == 3 and sorted(sum(loss.seen, [])) == list(range(9))
+
+
+def test_a_whole_batch_minibatch_is_the_batch_itself():
+    """One minibatch of all samples (DQN/SAC: one update per replay sample): no gather, each epoch."""
+    loss = _Recorder()
+    Learn(loss, epochs=2)(_data(6))
+    assert loss.seen == [list(range(6))] * 2
 
 
 def test_lr_anneals_linearly_to_zero():

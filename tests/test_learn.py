@@ -141,7 +141,7 @@ def test_ppo_loop_resume_continues_the_lr_schedule():
     loop2.load_training_state(state)
     rest = [float(loop2()["lr"]) for _ in range(4)]
     loop2.close()
-    assert first + rest == pytest.approx([3e-4 * (1 - i / 5) for i in range(5)] + [0.0])
+    assert first + rest == pytest.approx([cfg.lr * (1 - i / 5) for i in range(5)] + [0.0])
 
 
 def test_anneal_buffers_follow_the_lr_schedule():

@@ -22,7 +22,9 @@ Systems:
   ``gymnasium==0.29.1``, whose vector-env API its scripts use; ``numpy<2``).
   The scripts are copied at run time into the cache folder (never into this
   repository) from a CleanRL checkout or git directory (``--cleanrl``), or from
-  the ``cleanrl`` package on PyPI when none is given.
+  a ``cleanrl`` wheel on the package index when none is given (the index's
+  newest, 0.4.8, is only an sdist of the older gym-era scripts: the benchmark
+  then stops and asks for ``--cleanrl``).
 * **torchrl** - TorchRL's ``sota-implementations`` scripts unchanged (DQN
   ``dqn_cartpole.py``; PPO ``ppo_mujoco.py``), with their default configs
   (``logger.backend=csv`` so that returns can be read), in torchfrag's own
@@ -189,7 +191,12 @@ def prepare_cleanrl(cache: str, source: str | None, extra: Sequence[str]) -> tup
         subprocess.run([py, "-m", "pip", "download", "-q", "--no-deps", "-d", dl, "cleanrl"], check=True)
         import zipfile
 
-        wheel = sorted(glob.glob(os.path.join(dl, "cleanrl-*.whl")))[-1]
+        wheels = sorted(glob.glob(os.path.join(dl, "cleanrl-*.whl")))
+        if not wheels:  # PyPI's newest cleanrl (0.4.8) is an sdist of the old gym-era scripts
+            got = ", ".join(sorted(os.listdir(dl))) or "nothing"
+            raise RuntimeError(f"pip found no cleanrl wheel on the package index (got {got}); pass "
+                               "--cleanrl with a CleanRL checkout or git directory")
+        wheel = wheels[-1]
         zipfile.ZipFile(wheel).extractall(folder)
         version = os.path.basename(wheel)
     return py, folder, version

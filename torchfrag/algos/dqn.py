@@ -171,7 +171,9 @@ class DQNLoop(LoopBase):
         self.loss = _DQNLoss(qnet, loss_function=cfg.loss_function, delay_value=True,
                             double_dqn=cfg.double_dqn)
         self.loss.make_value_estimator(gamma=cfg.gamma)
-        optimizer = torch.optim.Adam(self.loss.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+        # fused: one kernel updates every parameter (CleanRL's 120-84 Q-net: ~55 us a step instead of
+        # ~195 us, measured alone; the whole dqn_cleanrl loop on a quiet host: 2896 -> 2918 frames/s)
+        optimizer = torch.optim.Adam(self.loss.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=True)
         self.learn = Learn(self.loss, lr=cfg.lr, optimizer=optimizer, epochs=1, minibatch_size=cfg.batch_size,
                            max_grad_norm=cfg.max_grad_norm, select_keys=_REPLAY_KEYS)
         if cfg.tau >= 1.0:

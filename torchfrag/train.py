@@ -271,6 +271,12 @@ def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int,
     Evaluation then runs until env 0 ends an episode (at least one; the
     returns are still those of the first ``episodes`` episodes), so that only
     whole episodes are recorded.
+
+    Kept instead of TorchRL's ``env.rollout``: ``rollout`` runs a fixed number
+    of steps or stops at the first ``done`` (``break_when_any_done``), while an
+    evaluation needs "until ``episodes`` episodes have ended, whichever envs
+    end them" with the pool's same-step auto-reset, and the terminal frame of
+    env 0 that the auto-reset would otherwise replace.
     """
     import torch
     from torchrl.envs import TransformedEnv

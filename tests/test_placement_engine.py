@@ -302,13 +302,20 @@ def test_obs_norm_statistics_merged_back():
     placed, _ = _run(f, "actors", 3)
     mine, ref = placed.rollout.produced_state(), local.rollout.produced_state()
     count = next(k for k in ref if "count" in k)
-    # Every actor's frames counted once (VecNorm counts a partial reset per call: a few more calls here).
-    assert int(ref[count]) > 0 and abs(int(mine[count]) - int(ref[count])) <= 0.05 * int(ref[count])
+    # Every actor's frames counted once: each side counts its 4 x 16 x 3 frames plus the reset
+    # observations it normalised (initial and partial resets: how many depends on the trajectories,
+    # which part ways once normalised observations feed the act). A dropped actor would halve the
+    # count and a double-merged one double it; the reset share stays well below a quarter.
+    frames = 4 * 16 * 3
+    for side in (ref, mine):
+        assert frames <= int(side[count]) <= frames * 1.25, (int(ref[count]), int(mine[count]))
     loc = next(k for k in ref if "loc" in k)
     assert mine[loc].abs().sum() > 0  # the driver's evaluation now normalises with real statistics
     # Normalised observations feed the act, so the trajectories part ways: same scale, not equal.
-    ratio = float(mine[loc].norm() / ref[loc].norm())
-    assert 0.3 < ratio < 3.0, (mine[loc], ref[loc])
+    # (The mean of CartPole's observations is near 0 with either sign, so compare the spread.)
+    var = next(k for k in ref if "var" in k)
+    ratio = float(mine[var].norm() / ref[var].norm())
+    assert 0.3 < ratio < 3.0, (mine[var], ref[var])
     placed.close(), local.close()
 
 

@@ -227,10 +227,15 @@ def test_obs_norm_statistics_merged_over_learners():
     placed, _ = _run(f, {"name": "multi_learner", "learners": 2, "actors_per_learner": 1}, 3)
     mine, ref = placed.rollout.produced_state(), local.rollout.produced_state()
     count = next(k for k in ref if "count" in k)
-    # the driver's statistics count the frames of both learners' actors (twice local's)
-    assert abs(int(mine[count]) - 2 * int(ref[count])) <= 0.05 * 2 * int(ref[count]), (mine[count], ref[count])
-    loc = next(k for k in ref if "loc" in k)
-    assert 0.3 < float(mine[loc].norm() / ref[loc].norm()) < 3.0
+    # the driver's statistics count the frames of both learners' actors (twice local's 4 x 16 x 3),
+    # plus the reset observations each side normalised (trajectory-dependent, well below a quarter;
+    # one learner's statistics lost would halve the count)
+    frames = 4 * 16 * 3
+    assert frames <= int(ref[count]) <= 1.25 * frames, (mine[count], ref[count])
+    assert 2 * frames <= int(mine[count]) <= 2 * 1.25 * frames, (mine[count], ref[count])
+    # CartPole's observation mean is near 0 with either sign: compare the spread, which is not
+    var = next(k for k in ref if "var" in k)
+    assert 0.3 < float(mine[var].norm() / ref[var].norm()) < 3.0, (mine[var], ref[var])
     placed.close(), local.close()
 
 

@@ -6,6 +6,7 @@ a regression fails instead of hanging the suite.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -30,8 +31,12 @@ def run_script(code: str, timeout: float = 120.0, env: dict | None = None
     """Runs `code` in a fresh interpreter; a hang fails the test after `timeout` s."""
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     try:
+        # A shell without job control (a CI script run in the background, nohup) starts its
+        # children with SIGINT ignored, and Python then installs no KeyboardInterrupt handler: give
+        # the child the default disposition, as a terminal does, so Ctrl-C tests test the pool.
         return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                              text=True, timeout=timeout, cwd=ROOT, env=full_env)
+                              text=True, timeout=timeout, cwd=ROOT, env=full_env,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"hung for {timeout} s; output so far: {e.stdout!r} {e.stderr!r}")
 

@@ -51,8 +51,32 @@ not measurably change the 8-worker iteration on this machine (within +-20 ms of
 run-to-run noise); two intra-op threads for the learner made it 5-15x slower
 on this shared machine (OpenMP threads descheduled), so the learner stays on one.
 
+Where the time of one CartPole ``actors`` x2 iteration goes (1 env x 128 steps per actor;
+2-core machine shared with other jobs; per-phase timestamps and thread CPU in the driver
+and in the workers, medians)::
+
+    phase                                                  CPU per iteration
+    rollout on each actor (128 x act + env step + stack)   52-80 ms (most of it TensorDict /
+                                                           TorchRL step bookkeeping around a
+                                                           ~20 us C++ step; the stack ~4.5 ms)
+    actor: unpack + load the synced state                  ~0.2 ms
+    actor: collect produced state                          ~0.05 ms
+    actor process beyond its rollout (RPC threads, pickle) 2-5 ms
+    driver: pack the state (once for both actors)          ~0.15 ms
+    driver: issue 2 RPCs / receive 2 answers               ~0.85 ms / ~0.45 ms
+    driver: merge produced state                           ~0.02 ms
+    driver: cat the batches + episode statistics           ~0.8 ms
+    driver: GAE + PPO update                               ~8-9 ms
+    all processes (MultiSyncCollector x2: ~225 ms)         ~150 ms
+
+The state sync and the produced-state merge are under 1% of the iteration; the actors'
+per-step rollout is most of it, so the ratio to ``MultiSyncCollector`` is set by the cost
+of a step and by how the other jobs on the machine share the two cores (``--cartpole-only``
+reports CPU per frame of all processes beside frames/s for that reason).
+
 Run ``python -m benchmarks.policies`` (``--quick`` for a short run). Results go
-to ``benchmarks/results/policies.{json,png}``. The script's entry point is
+to ``benchmarks/results/policies.{json,png}`` (``--cartpole-only``: only the CartPole pair,
+``policies_cartpole.{json,png}``; ``--headline-only``: ``policies_headline.json``). The script's entry point is
 guarded by ``if __name__ == "__main__":``, which the spawned workers need.
 """
 from __future__ import annotations

@@ -313,7 +313,7 @@ def plot(summary: dict[str, dict[str, float]], blocks: dict[str, list[tuple[floa
                     fmt="o", color=f"C{y}", capsize=4)
     ax.axvline(0, color="black", lw=0.8)
     ax.axvline(2, color="grey", ls="--", lw=0.8)
-    ax.text(2.1, -0.4, "2% goal", fontsize=8, color="grey")
+    ax.text(2.1, len(names) - 0.85, "2% goal", fontsize=8, color="grey")
     ax.set_yticks(range(len(names)), names)
     ax.set_xlabel("CPU time vs hand-written loop (%): rounds (dots), median + bootstrap 95% interval")
     ax.set_title("Executor overhead, interleaved ABBA blocks (A/A control = noise floor)", fontsize=9)

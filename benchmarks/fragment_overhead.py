@@ -136,7 +136,8 @@ def interleaved(sides: dict[str, Callable[[], None]], rounds: int) -> dict[str, 
     return out
 
 
-def summarise(blocks: dict[str, list[tuple[float, float]]], base: str = "hand") -> dict[str, dict[str, float]]:
+def summarise(blocks: dict[str, list[tuple[float, float]]],
+              base: str = "hand") -> dict[str, dict[str, float]]:
     """Per side: median paired CPU ratio to ``base`` minus 1, its bootstrap 95% interval, wall too."""
     out: dict[str, dict[str, float]] = {}
     for name, rows in blocks.items():
@@ -271,13 +272,15 @@ def main(argv: list[str] | None = None) -> dict:
                "above 2%" if g["ci95"][0] > 0.02 else "not resolved at 2% by this run")
     line = (f"local executor (graph) vs hand: {100 * g['overhead']:+.2f}% "
             f"[{100 * g['ci95'][0]:+.2f}%, {100 * g['ci95'][1]:+.2f}%] -> {verdict}; "
-            f"A/A control {100 * aa['overhead']:+.2f}% [{100 * aa['ci95'][0]:+.2f}%, {100 * aa['ci95'][1]:+.2f}%]")
+            f"A/A control {100 * aa['overhead']:+.2f}% "
+            f"[{100 * aa['ci95'][0]:+.2f}%, {100 * aa['ci95'][1]:+.2f}%]")
     print(line)
     # What the executor itself adds per iteration, measured where nothing else runs.
     dispatch = dispatch_cost()
     per_iter_us = median([c for c, _ in blocks["hand"]]) / 2 / n * 1e6
     executor_share = (dispatch["graph"] - dispatch["eager"]) / per_iter_us
-    line2 = (f"dispatch alone (fragments doing no work): direct calls {dispatch['direct']:.1f} us, eager loop "
+    line2 = (f"dispatch alone (fragments doing no work): direct calls {dispatch['direct']:.1f} us, "
+             f"eager loop "
              f"{dispatch['eager']:.1f} us, local executor {dispatch['graph']:.1f} us per iteration; the "
              f"executor adds {dispatch['graph'] - dispatch['eager']:+.1f} us to the eager loop = "
              f"{100 * executor_share:+.4f}% of a {per_iter_us / 1000:.0f} ms PPO iteration")

@@ -76,8 +76,9 @@ reports CPU per frame of all processes beside frames/s for that reason).
 
 Run ``python -m benchmarks.policies`` (``--quick`` for a short run). Results go
 to ``benchmarks/results/policies.{json,png}`` (``--cartpole-only``: only the CartPole pair,
-``policies_cartpole.{json,png}``; ``--headline-only``: ``policies_headline.json``). The script's entry point is
-guarded by ``if __name__ == "__main__":``, which the spawned workers need.
+``policies_cartpole.{json,png}``; ``--headline-only``: ``policies_headline.json``). The
+script's entry point is guarded by ``if __name__ == "__main__":``, which the spawned
+workers need.
 """
 from __future__ import annotations
 
@@ -286,7 +287,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--headline-only", action="store_true",
                    help="only the alternating headline pairs (results/policies_headline.json)")
     p.add_argument("--cartpole-only", action="store_true",
-                   help="only actors x2 vs MultiSyncCollector x2 on CartPole (results/policies_cartpole.json)")
+                   help="only actors x2 vs MultiSyncCollector x2 on CartPole "
+                        "(results/policies_cartpole.json)")
     p.add_argument("--multi-learner-only", action="store_true",
                    help="only multi_learner vs actors (results/policies_multi_learner.json)")
     args = p.parse_args(argv)

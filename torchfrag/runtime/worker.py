@@ -130,9 +130,9 @@ def _remote_rollout(state: dict[torch.dtype, torch.Tensor] | None, version: int
     ``state`` holds the :meth:`~torchfrag.fragments.Fragment.shared_state` (parameters,
     buffers, produced state) of every fragment of the chain, packed by
     :func:`~torchfrag.runtime.state_sync.pack_state`; each fragment gets its part through
-    its :meth:`~torchfrag.fragments.Fragment.load_shared_state`. The chain runs under ``torch.inference_mode`` (no
-    autograd bookkeeping: the same arithmetic, less CPU per step); the state is loaded
-    outside it.
+    its :meth:`~torchfrag.fragments.Fragment.load_shared_state`. The chain runs under
+    ``torch.inference_mode`` (no autograd bookkeeping: the same arithmetic, less CPU per
+    step); the state is loaded outside it.
 
     Returns:
         ``(batch, state version, raw reward, produced state)``; the raw reward is the

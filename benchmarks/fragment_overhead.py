@@ -1,17 +1,32 @@
 """Overhead of fragments + capture + the local executor over the same loop written by hand.
 
-Three ways to run identical PPO iterations on CartPole-v1 (same actor, critic,
-GAE, ClipPPOLoss, optimizer, batch sizes; the actor is called through TorchRL
-on every side):
+Identical PPO iterations on CartPole-v1 (same actor, critic, GAE, ClipPPOLoss,
+optimizer, batch sizes; the actor is called through TorchRL on every side), each side
+on its own copy of the loop built with the same seed:
 
 * ``hand``: plain Python over the TorchRL pieces (no Fragment classes),
+* ``hand (A/A)``: the same hand-written loop on a second copy: the control. Its
+  "overhead" over ``hand`` is pure measurement noise, the floor below which no
+  difference can be shown,
 * ``eager``: the fragment loop called directly (``loop()``),
-* ``graph``: the captured loop run by ``torchfrag.runtime.run``.
+* ``graph``: the captured loop run by ``torchfrag.runtime.run`` (the local executor).
 
-Each measurement runs ``--iterations`` iterations; the sides alternate
-(reversed on every other repeat) and the best and the median of the repeats are reported. Rates are frames
-per CPU-second of this process (the machine is shared; wall rates are kept too). Overhead =
-time(side) / time(hand) - 1 from the best repeats (goal: within 2%).
+Measurement (built to show or refute a 2% difference on a shared, noisy machine):
+many short blocks of ``--iterations`` iterations, interleaved in rounds; a round runs
+every side once in a rotating order and once more in the mirrored order (ABBA: a
+linear drift of the machine's speed hits every side equally). Each block is timed in
+CPU seconds of this process (``time.process_time``: all its threads; other jobs on
+the machine change it far less than wall time), with ``OMP_NUM_THREADS=1`` and one
+torch thread, the garbage collector run before and disabled during each block. Per
+round, ``ratio = cpu(side) / cpu(hand)`` over the round's two blocks of each; the
+overhead is the median of those paired ratios minus 1, with a bootstrap 95%
+interval (rounds resampled). The A/A control is printed beside it.
+
+On a shared machine that interval can stay wider than 2%, so the executor's own cost is
+also measured where nothing else varies: the same loop shape with fragments that do no
+work, run as direct ``forward`` calls, as the eager loop and under ``run`` (the local
+executor), many thousand iterations each; the executor's microseconds per iteration over
+the eager loop, divided by a PPO iteration's CPU time, is its share of the iteration.
 
 Run: ``python -m benchmarks.fragment_overhead`` (writes
 ``benchmarks/results/fragment_overhead.{txt,json,png}``).
@@ -19,19 +34,28 @@ Run: ``python -m benchmarks.fragment_overhead`` (writes
 from __future__ import annotations
 
 import argparse
+import gc
 import os
+import random
 import sys
 import time
+from collections.abc import Callable
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import RESULTS_DIR, alternate, bar_plot, median, print_table, write_json  # noqa: E402
+from benchmarks._common import RESULTS_DIR, machine_info, median, print_table, write_json  # noqa: E402
 from torchrl.envs.utils import ExplorationType, set_exploration_type  # noqa: E402
 
+from tensordict import TensorDict  # noqa: E402
+from torch import nn  # noqa: E402
+
 from torchfrag import capture  # noqa: E402
+from torchfrag.fragments import Fragment  # noqa: E402
 from torchfrag.algos.ppo import PPOConfig, make_ppo  # noqa: E402
 from torchfrag.runtime import run  # noqa: E402
 
@@ -80,77 +104,228 @@ def hand_written(loop):
     return iteration
 
 
-def main() -> None:
+def bootstrap_median(values: list[float], samples: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of the median of ``values``."""
+    rng = random.Random(seed)
+    n = len(values)
+    meds = sorted(median([values[rng.randrange(n)] for _ in range(n)]) for _ in range(samples))
+    return meds[int(0.025 * samples)], meds[min(samples - 1, int(0.975 * samples))]
+
+
+def interleaved(sides: dict[str, Callable[[], None]], rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """Runs every side twice per round (rotating order, then mirrored); (CPU s, wall s) per round."""
+    names = list(sides)
+    out: dict[str, list[tuple[float, float]]] = {k: [] for k in names}
+    for r in range(rounds):
+        k = r % len(names)
+        order = names[k:] + names[:k]
+        spent = {n: [0.0, 0.0] for n in names}
+        for name in order + order[::-1]:
+            gc.collect()
+            gc.disable()
+            try:
+                t0, c0 = time.perf_counter(), time.process_time()
+                sides[name]()
+                c1, t1 = time.process_time(), time.perf_counter()
+            finally:
+                gc.enable()
+            spent[name][0] += c1 - c0
+            spent[name][1] += t1 - t0
+        for n in names:
+            out[n].append((spent[n][0], spent[n][1]))
+    return out
+
+
+def summarise(blocks: dict[str, list[tuple[float, float]]],
+              base: str = "hand") -> dict[str, dict[str, float]]:
+    """Per side: median paired CPU ratio to ``base`` minus 1, its bootstrap 95% interval, wall too."""
+    out: dict[str, dict[str, float]] = {}
+    for name, rows in blocks.items():
+        cpu = [c / b[0] for (c, _), b in zip(rows, blocks[base])]
+        wall = [w / b[1] for (_, w), b in zip(rows, blocks[base])]
+        lo, hi = bootstrap_median(cpu)
+        wlo, whi = bootstrap_median(wall)
+        out[name] = {"overhead": median(cpu) - 1.0, "ci95": [lo - 1.0, hi - 1.0],
+                     "wall_overhead": median(wall) - 1.0, "wall_ci95": [wlo - 1.0, whi - 1.0],
+                     "cpu_s_per_round_median": median([c for c, _ in rows])}
+    return out
+
+
+class _Source(Fragment):
+    """Stands in for the rollout: returns a fixed batch."""
+
+    impure = True
+
+    def __init__(self) -> None:
+        super().__init__(out_keys=["x"], passthrough=False)
+        self.batch = TensorDict(x=torch.zeros(4), batch_size=[4])
+
+    def forward(self, tensordict=None):
+        return self.batch
+
+
+class _Pass(Fragment):
+    """Stands in for the advantage and the learner: returns its input."""
+
+    impure = True
+
+    def __init__(self) -> None:
+        super().__init__(["x"], ["x"])
+
+    def forward(self, tensordict):
+        return tensordict
+
+
+class _TrivialLoop(nn.Module):
+    """A PPO-shaped loop (rollout -> advantage -> learn) whose fragments do no work."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rollout, self.advantage, self.learn = _Source(), _Pass(), _Pass()
+
+    def forward(self):
+        return self.learn(self.advantage(self.rollout()))
+
+
+def dispatch_cost(iterations: int = 20000, repeats: int = 9) -> dict[str, float]:
+    """Microseconds of CPU per iteration spent outside the fragments' own work.
+
+    The same three fragments run as plain calls of their ``forward`` (``direct``), as
+    the eager loop (``eager``: module calls) and under the local executor (``graph``:
+    ``run`` over the captured fx code). Differences are what the executor adds per
+    iteration, whatever the fragments do.
+    """
+    loop = _TrivialLoop()
+    graph = capture(loop)
+    src, adv, learn = loop.rollout, loop.advantage, loop.learn
+
+    def direct():
+        for _ in range(iterations):
+            learn.forward(adv.forward(src.forward()))
+
+    def eager():
+        for _ in range(iterations):
+            loop()
+
+    def executor():
+        run(graph, iterations=iterations)
+
+    sides = {"direct": direct, "eager": eager, "graph": executor}
+    per: dict[str, list[float]] = {k: [] for k in sides}
+    for r in range(repeats):
+        for name in (list(sides) if r % 2 == 0 else list(sides)[::-1]):
+            c0 = time.process_time()
+            sides[name]()
+            per[name].append((time.process_time() - c0) / iterations * 1e6)
+    return {k: median(v) for k, v in per.items()}
+
+
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--iterations", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=21)
+    parser.add_argument("--iterations", type=int, default=1, help="PPO iterations per block")
+    parser.add_argument("--rounds", type=int, default=40, help="rounds (each side twice per round)")
     parser.add_argument("--num-envs", type=int, default=8)
     parser.add_argument("--steps", type=int, default=128)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     cfg = PPOConfig(num_envs=args.num_envs, steps=args.steps, total_frames=10**9)
-    loops = {name: make_ppo("CartPole-v1", cfg, seed=0) for name in ("hand", "eager", "graph")}
+    names = ("hand", "hand (A/A)", "eager", "graph")
+    loops = {name: make_ppo("CartPole-v1", cfg, seed=0) for name in names}
     for loop in loops.values():  # every side calls the actor through TorchRL
         loop.rollout.body.act._fast = None
     hand = hand_written(loops["hand"])
+    hand_b = hand_written(loops["hand (A/A)"])
     eager = loops["eager"]
     graph = capture(loops["graph"])
-    frames = args.iterations * cfg.frames_per_iteration
-
-    wall: dict[str, list[float]] = {"hand": [], "eager": [], "graph": []}
-
-    def timed(name, fn):
-        # CPU time of this process (all its threads): the machine is shared and
-        # noisy, and the question is how much work the executor adds.
-        def measure() -> float:
-            t0, c0 = time.perf_counter(), time.process_time()
-            fn()
-            c1, t1 = time.process_time(), time.perf_counter()
-            wall[name].append(frames / (t1 - t0))
-            return frames / (c1 - c0)
-        return measure
+    n = args.iterations
 
     def run_hand():
-        for _ in range(args.iterations):
+        for _ in range(n):
             hand()
 
+    def run_hand_b():
+        for _ in range(n):
+            hand_b()
+
     def run_eager():
-        for _ in range(args.iterations):
+        for _ in range(n):
             eager()
 
     def run_graph():
-        run(graph, iterations=args.iterations)
+        run(graph, iterations=n)
 
-    for fn in (run_hand, run_eager, run_graph):  # warm-up
+    sides = {"hand": run_hand, "hand (A/A)": run_hand_b, "eager": run_eager, "graph": run_graph}
+    for fn in sides.values():  # warm-up
         fn()
-    rates = alternate({"hand": timed("hand", run_hand), "eager": timed("eager", run_eager),
-                       "graph": timed("graph", run_graph)}, repeats=args.repeats)
-    med = {k: median(v) for k, v in rates.items()}
-    best = {k: max(v) for k, v in rates.items()}
-    # Noise on a shared machine only ever adds time, so (as timeit does) the best
-    # of the repeats estimates each side's own cost; medians are shown too.
-    overhead = {k: best["hand"] / best[k] - 1.0 for k in ("eager", "graph")}
-    overhead_median = {k: med["hand"] / med[k] - 1.0 for k in ("eager", "graph")}
-    wmed = {k: median(v) for k, v in wall.items()}
-    rows = [[k, f"{best[k]:.0f}", f"{100 * (best['hand'] / best[k] - 1):+.2f}%", f"{med[k]:.0f}",
-             f"{100 * (med['hand'] / med[k] - 1):+.2f}%", f"{wmed[k]:.0f}"]
-            for k in ("hand", "eager", "graph")]
-    text = print_table(["side", "frames/CPU-s (best)", "overhead (best)", "frames/CPU-s (median)",
-                        "overhead (median)", "wall frames/s (median)"], rows,
-                       title=f"PPO CartPole-v1 iteration ({cfg.num_envs} envs x {cfg.steps} steps, "
-                             f"{args.repeats} alternating repeats of {args.iterations} iterations)")
+        fn()
+    blocks = interleaved(sides, args.rounds)
+    summary = summarise(blocks)
+    rows = [[k, f"{100 * v['overhead']:+.2f}%", f"[{100 * v['ci95'][0]:+.2f}%, {100 * v['ci95'][1]:+.2f}%]",
+             f"{100 * v['wall_overhead']:+.2f}%", f"{v['cpu_s_per_round_median'] * 1000 / 2:.0f}"]
+            for k, v in summary.items()]
+    text = print_table(["side", "CPU overhead vs hand (median of paired ratios)", "bootstrap 95% interval",
+                        "wall overhead (median)", "CPU ms per block (median)"], rows,
+                       title=f"PPO CartPole-v1 ({cfg.num_envs} envs x {cfg.steps} steps), {args.rounds} "
+                             f"interleaved ABBA rounds of {n}-iteration blocks; goal: graph within 2%")
+    g, aa = summary["graph"], summary["hand (A/A)"]
+    verdict = ("within 2%" if g["ci95"][1] <= 0.02 else
+               "above 2%" if g["ci95"][0] > 0.02 else "not resolved at 2% by this run")
+    line = (f"local executor (graph) vs hand: {100 * g['overhead']:+.2f}% "
+            f"[{100 * g['ci95'][0]:+.2f}%, {100 * g['ci95'][1]:+.2f}%] -> {verdict}; "
+            f"A/A control {100 * aa['overhead']:+.2f}% "
+            f"[{100 * aa['ci95'][0]:+.2f}%, {100 * aa['ci95'][1]:+.2f}%]")
+    print(line)
+    # What the executor itself adds per iteration, measured where nothing else runs.
+    dispatch = dispatch_cost()
+    per_iter_us = median([c for c, _ in blocks["hand"]]) / 2 / n * 1e6
+    executor_share = (dispatch["graph"] - dispatch["eager"]) / per_iter_us
+    line2 = (f"dispatch alone (fragments doing no work): direct calls {dispatch['direct']:.1f} us, "
+             f"eager loop "
+             f"{dispatch['eager']:.1f} us, local executor {dispatch['graph']:.1f} us per iteration; the "
+             f"executor adds {dispatch['graph'] - dispatch['eager']:+.1f} us to the eager loop = "
+             f"{100 * executor_share:+.4f}% of a {per_iter_us / 1000:.0f} ms PPO iteration")
+    print(line2)
     os.makedirs(RESULTS_DIR, exist_ok=True)
     with open(os.path.join(RESULTS_DIR, "fragment_overhead.txt"), "w") as f:
-        f.write(text + "\n")
-    write_json("fragment_overhead", {"config": vars(args), "cpu_rates": rates, "median": med,
-                                     "best": best, "wall_rates": wall, "wall_median": wmed,
-                                     "overhead_vs_hand": overhead,
-                                     "overhead_vs_hand_median": overhead_median})
-    bar_plot("fragment_overhead", ["best of repeats", "median"],
-             {k: [best[k], med[k]] for k in med}, "frames per CPU-second",
-             "PPO iteration: fragment loop vs hand-written loop", log=False)
+        f.write(text + "\n" + line + "\n" + line2 + "\n")
+    payload = {"config": vars(args), "summary": summary, "verdict": verdict,
+               "dispatch_us_per_iteration": dispatch, "executor_share_of_iteration": executor_share,
+               "blocks_cpu_wall_s": blocks, "loadavg": list(os.getloadavg()), "machine": machine_info()}
+    write_json("fragment_overhead", payload)
+    plot(summary, blocks)
     for loop in loops.values():
         loop.close()
+    return payload
+
+
+def plot(summary: dict[str, dict[str, float]], blocks: dict[str, list[tuple[float, float]]]) -> str:
+    """Per-round CPU ratios to ``hand`` (dots), median and 95% interval (bars), the 2% goal line."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    names = [k for k in summary if k != "hand"]
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for y, name in enumerate(names):
+        ratios = [100 * (c / b[0] - 1) for (c, _), b in zip(blocks[name], blocks["hand"])]
+        ax.scatter(ratios, [y + 0.12] * len(ratios), s=8, alpha=0.4, color=f"C{y}")
+        v = summary[name]
+        ax.errorbar([100 * v["overhead"]], [y], xerr=[[100 * (v["overhead"] - v["ci95"][0])],
+                                                      [100 * (v["ci95"][1] - v["overhead"])]],
+                    fmt="o", color=f"C{y}", capsize=4)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.axvline(2, color="grey", ls="--", lw=0.8)
+    ax.text(2.1, len(names) - 0.85, "2% goal", fontsize=8, color="grey")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xlabel("CPU time vs hand-written loop (%): rounds (dots), median + bootstrap 95% interval")
+    ax.set_title("Executor overhead, interleaved ABBA blocks (A/A control = noise floor)", fontsize=9)
+    ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    path = os.path.join(RESULTS_DIR, "fragment_overhead.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 if __name__ == "__main__":

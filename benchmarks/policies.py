@@ -51,9 +51,34 @@ not measurably change the 8-worker iteration on this machine (within +-20 ms of
 run-to-run noise); two intra-op threads for the learner made it 5-15x slower
 on this shared machine (OpenMP threads descheduled), so the learner stays on one.
 
+Where the time of one CartPole ``actors`` x2 iteration goes (1 env x 128 steps per actor;
+2-core machine shared with other jobs; per-phase timestamps and thread CPU in the driver
+and in the workers, medians)::
+
+    phase                                                  CPU per iteration
+    rollout on each actor (128 x act + env step + stack)   52-80 ms (most of it TensorDict /
+                                                           TorchRL step bookkeeping around a
+                                                           ~20 us C++ step; the stack ~4.5 ms)
+    actor: unpack + load the synced state                  ~0.2 ms
+    actor: collect produced state                          ~0.05 ms
+    actor process beyond its rollout (RPC threads, pickle) 2-5 ms
+    driver: pack the state (once for both actors)          ~0.15 ms
+    driver: issue 2 RPCs / receive 2 answers               ~0.85 ms / ~0.45 ms
+    driver: merge produced state                           ~0.02 ms
+    driver: cat the batches + episode statistics           ~0.8 ms
+    driver: GAE + PPO update                               ~8-9 ms
+    all processes (MultiSyncCollector x2: ~225 ms)         ~150 ms
+
+The state sync and the produced-state merge are under 1% of the iteration; the actors'
+per-step rollout is most of it, so the ratio to ``MultiSyncCollector`` is set by the cost
+of a step and by how the other jobs on the machine share the two cores (``--cartpole-only``
+reports CPU per frame of all processes beside frames/s for that reason).
+
 Run ``python -m benchmarks.policies`` (``--quick`` for a short run). Results go
-to ``benchmarks/results/policies.{json,png}``. The script's entry point is
-guarded by ``if __name__ == "__main__":``, which the spawned workers need.
+to ``benchmarks/results/policies.{json,png}`` (``--cartpole-only``: only the CartPole pair,
+``policies_cartpole.{json,png}``; ``--headline-only``: ``policies_headline.json``). The
+script's entry point is guarded by ``if __name__ == "__main__":``, which the spawned
+workers need.
 """
 from __future__ import annotations
 
@@ -100,6 +125,22 @@ def _policy(name: str, workers: int, envs_per_worker: int) -> tuple[dict[str, An
     raise ValueError(name)
 
 
+def _cpu_of_tree() -> float:
+    """CPU seconds (user + system) of this process and its live child processes (the workers)."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil is a test dependency
+        return float("nan")
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for child in me.children(recursive=True):
+        try:
+            total += sum(child.cpu_times()[:2])
+        except psutil.Error:
+            pass
+    return total
+
+
 def ppo_fps(env: tuple[str, dict[str, Any]], policy: str, workers: int, envs_per_worker: int,
             steps: int, warmup: int, iterations: int) -> dict[str, float]:
     """PPO frames/s of one run (after ``warmup`` iterations) and its per-iteration traffic."""
@@ -119,9 +160,12 @@ def ppo_fps(env: tuple[str, dict[str, Any]], policy: str, workers: int, envs_per
     torch.set_num_threads(1)
     loop = factory()
     marks: list[tuple[float, int]] = []
+    cpu: list[float] = []
 
     def hook(i: int, out: Any, g: Any) -> bool:
         marks.append((time.perf_counter(), loop.rollout.frames))
+        if i == warmup - 1 or i == warmup + iterations - 1:
+            cpu.append(_cpu_of_tree())
         return False
 
     try:
@@ -131,7 +175,8 @@ def ppo_fps(env: tuple[str, dict[str, Any]], policy: str, workers: int, envs_per
         loop.close()
     (t0, f0), (t1, f1) = marks[warmup - 1], marks[-1]
     comm = res.extra.get("comm", {})
-    return {"fps": (f1 - f0) / (t1 - t0), "bytes": float(comm.get("bytes", 0.0)),
+    return {"fps": (f1 - f0) / (t1 - t0), "cpu_us_per_frame": 1e6 * (cpu[-1] - cpu[0]) / max(1, f1 - f0),
+            "bytes": float(comm.get("bytes", 0.0)),
             "calls": float(comm.get("calls", 0.0)),
             "allreduce_bytes": float(comm.get("allreduce_bytes", 0.0)),
             "allreduce_calls": float(comm.get("allreduce_calls", 0.0))}
@@ -156,6 +201,7 @@ def multisync_fps(workers: int, steps: int, warmup: int, iterations: int) -> dic
                                    frames_per_batch=workers * steps, total_frames=-1, cat_results="stack")
     frames = 0
     marks: list[tuple[float, int]] = []
+    cpu: list[float] = []
     try:
         for i, batch in enumerate(collector):
             batch = batch.reshape(workers, steps) if batch.ndim == 1 else batch  # [workers, T]
@@ -165,6 +211,8 @@ def multisync_fps(workers: int, steps: int, warmup: int, iterations: int) -> dic
             collector.update_policy_weights_()
             frames += batch.numel()
             marks.append((time.perf_counter(), frames))
+            if i == warmup - 1 or i + 1 >= warmup + iterations:
+                cpu.append(_cpu_of_tree())
             if i + 1 >= warmup + iterations:
                 break
     finally:
@@ -172,7 +220,7 @@ def multisync_fps(workers: int, steps: int, warmup: int, iterations: int) -> dic
         loop.close()
     torch.set_num_threads(1)
     (t0, f0), (t1, f1) = marks[warmup - 1], marks[-1]
-    return {"fps": (f1 - f0) / (t1 - t0)}
+    return {"fps": (f1 - f0) / (t1 - t0), "cpu_us_per_frame": 1e6 * (cpu[-1] - cpu[0]) / max(1, f1 - f0)}
 
 
 def multi_learner_vs_actors(totals: list[int], epw: int, steps: int, warmup: int, iters: int,
@@ -198,6 +246,37 @@ def multi_learner_vs_actors(totals: list[int], epw: int, steps: int, warmup: int
     return out
 
 
+def cartpole_pair(repeats: int, warmup: int, iters: int) -> dict[str, Any]:
+    """``actors`` x2 vs ``MultiSyncCollector`` x2 on CartPole (1 env per worker, 128 steps), alternating.
+
+    Besides frames/s (wall) every run reports the CPU time of all its processes per frame,
+    which the other jobs on a shared machine disturb much less than wall time.
+    """
+    load0 = os.getloadavg()[0]
+    runs = alternate({
+        "actors x2": lambda: ppo_fps(CARTPOLE, "actors", 2, 1, 128, warmup, iters),
+        "MultiSyncCollector x2": lambda: multisync_fps(2, 128, warmup, iters),
+    }, repeats)
+    load1 = os.getloadavg()[0]
+    a, m = runs["actors x2"], runs["MultiSyncCollector x2"]
+    fps = {k: median([r["fps"] for r in v]) for k, v in runs.items()}
+    cpu = {k: median([r["cpu_us_per_frame"] for r in v]) for k, v in runs.items()}
+    paired = [x["fps"] / y["fps"] for x, y in zip(a, m)]
+    out = {"runs": runs, "fps_median": fps, "cpu_us_per_frame_median": cpu,
+           "ratio_fps": fps["actors x2"] / fps["MultiSyncCollector x2"],
+           "ratio_cpu": cpu["MultiSyncCollector x2"] / cpu["actors x2"],
+           "paired_fps_ratios": paired, "loadavg_1min": [load0, load1],
+           "setup": {"env": "CartPole-v1", "workers": 2, "envs_per_worker": 1, "steps": 128,
+                     "warmup": warmup, "iterations": iters, "repeats": repeats}}
+    print_table(["system", "frames/s (median)", "all runs", "CPU us/frame (median, all processes)"],
+                [[k, fmt_rate(fps[k]), " ".join(fmt_rate(r["fps"]) for r in runs[k]), f"{cpu[k]:.0f}"]
+                 for k in runs], title="CartPole: actors x2 vs TorchRL MultiSyncCollector x2 (alternating)")
+    print(f"actors / MultiSyncCollector: {fmt_ratio(out['ratio_fps'])} frames/s (median; paired "
+          f"{' '.join(f'{r:.2f}' for r in paired)}), {fmt_ratio(out['ratio_cpu'])} CPU per frame; "
+          f"goal >= 1.5x; load average {load0:.1f} -> {load1:.1f}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Runs the benchmark; returns the JSON payload."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -207,6 +286,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--policies", nargs="*", default=None)
     p.add_argument("--headline-only", action="store_true",
                    help="only the alternating headline pairs (results/policies_headline.json)")
+    p.add_argument("--cartpole-only", action="store_true",
+                   help="only actors x2 vs MultiSyncCollector x2 on CartPole "
+                        "(results/policies_cartpole.json)")
     p.add_argument("--multi-learner-only", action="store_true",
                    help="only multi_learner vs actors (results/policies_multi_learner.json)")
     args = p.parse_args(argv)
@@ -222,6 +304,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     slow_epw, slow_steps = 64, 16
     cp_epw, cp_steps = 8, 64
 
+    if args.cartpole_only:
+        pair = cartpole_pair(repeats, warmup, iters)
+        path = write_json("policies_cartpole", {"cartpole_pair": pair, "quick": quick})
+        png = plot_pair(pair)
+        print(f"wrote {path} and {png}")
+        return pair
     results: dict[str, Any] = {"scaling": {}, "settings": {
         "slow_env": {"id": SLOW[0], "options": SLOW[1], "envs_per_worker": slow_epw, "steps": slow_steps},
         "cartpole": {"envs_per_worker": cp_epw, "steps": cp_steps}, "warmup": warmup,
@@ -357,6 +445,35 @@ def plot(results: dict[str, Any], name: str = "policies") -> str:
         bx.grid(alpha=0.3, axis="x")
     fig.suptitle(f"PPO under distribution policies ({'quick' if results.get('quick') else 'full'} run)",
                  fontsize=11)
+    fig.tight_layout()
+    path = os.path.join(RESULTS_DIR, f"{name}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_pair(pair: dict[str, Any], name: str = "policies_cartpole") -> str:
+    """Frames/s of every run of both systems (and the CPU per frame): ``results/<name>.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from benchmarks._common import RESULTS_DIR
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for j, (k, runs) in enumerate(pair["runs"].items()):
+        ax.plot(range(1, len(runs) + 1), [r["fps"] for r in runs], "o-", color=f"C{j}", label=k)
+        bx.bar([j], [pair["cpu_us_per_frame_median"][k]], color=f"C{j}")
+    ax.set_xlabel("repeat (alternating order)")
+    ax.set_ylabel("PPO frames/s")
+    ax.set_title(f"frames/s: actors / MultiSync = {pair['ratio_fps']:.2f}x (medians; goal 1.5x)", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    bx.set_xticks(range(len(pair["runs"])), list(pair["runs"]), fontsize=8)
+    bx.set_ylabel("CPU us per frame (all processes, median)")
+    bx.set_title(f"CPU per frame: MultiSync / actors = {pair['ratio_cpu']:.2f}x", fontsize=9)
+    fig.suptitle("CartPole, 2 workers x 1 env x 128 steps, same PPO learner", fontsize=10)
     fig.tight_layout()
     path = os.path.join(RESULTS_DIR, f"{name}.png")
     fig.savefig(path, dpi=110)

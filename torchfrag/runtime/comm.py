@@ -22,6 +22,7 @@ from torch import nn
 
 from torchfrag.graph import FragmentGraph
 from torchfrag.runtime.launcher import Cluster, WorkerDied, WorkerError, WorkerTimeout
+from torchfrag.runtime.state_sync import pack_state
 
 logger = logging.getLogger(__name__)
 
@@ -175,15 +176,19 @@ class RpcExecutor:
     #: after its own actors' were folded in (``multi_learner``); ``None``: one learner.
     reduce_produced: Any = None
 
-    def weights_for_sync(self, force: bool = False) -> list[list[torch.Tensor]] | None:
-        """The actors' chain state to send with this request (``None``: no sync this iteration)."""
+    def weights_for_sync(self, force: bool = False) -> dict[torch.dtype, torch.Tensor] | None:
+        """The actors' chain state to send with this request (``None``: no sync this iteration).
+
+        The :meth:`~torchfrag.fragments.Fragment.shared_state` of every fragment the actors
+        run, packed into one CPU buffer per dtype (:func:`~torchfrag.runtime.state_sync.pack_state`);
+        built once per version and sent to every actor.
+        """
         every = int(getattr(self.policy, "sync_every", 1))
         if self.synced_version == self.version:
             return None if not force else self._state_cached
         if not force and self.synced_version >= 0 and self.iteration % every != 0:
             return None
-        self._state_cached = [[t.detach().clone() for t in f.shared_state().values()]
-                              for f in self.state_frags]
+        self._state_cached = pack_state([f.shared_state() for f in self.state_frags])
         self.synced_version = self.version
         return self._state_cached
 

@@ -17,6 +17,7 @@ from tensordict import TensorDictBase
 
 from torchfrag.graph import FragmentGraph, capture
 from torchfrag.runtime.gradsync import install_gradient_sync
+from torchfrag.runtime.state_sync import unpack_state
 
 __all__ = ["WORKER", "REWARD", "worker_extra"]
 
@@ -106,7 +107,6 @@ def _remote_setup(factory: Any, env_slice: Any, role: str, node: str | Sequence[
         chain = [graph.fragment(n) for n in names]
         _WORKER["fragment"] = chain[0]
         _WORKER["chain"] = chain
-        _WORKER["state_keys"] = [list(f.shared_state()) for f in chain]
     elif role == "env":
         rollout = graph.fragment(node)
         _WORKER["env"] = rollout.env
@@ -123,15 +123,16 @@ def _with_env_threads(factory: Any, threads: int) -> Any:
     return factory
 
 
-def _remote_rollout(state: list[list[torch.Tensor]] | None, version: int
+def _remote_rollout(state: dict[torch.dtype, torch.Tensor] | None, version: int
                     ) -> tuple[TensorDictBase, int, torch.Tensor | None, list[list[torch.Tensor]]]:
     """Runs the actor's chain once (rollout, then e.g. advantage) after loading ``state`` when given.
 
-    ``state`` holds, for each fragment of the chain, the values of its
-    :meth:`~torchfrag.fragments.Fragment.shared_state` (parameters, buffers, produced
-    state) in the order of its keys. The chain runs under ``torch.inference_mode`` (no
-    autograd bookkeeping: the same arithmetic, less CPU per step); the state is loaded
-    outside it.
+    ``state`` holds the :meth:`~torchfrag.fragments.Fragment.shared_state` (parameters,
+    buffers, produced state) of every fragment of the chain, packed by
+    :func:`~torchfrag.runtime.state_sync.pack_state`; each fragment gets its part through
+    its :meth:`~torchfrag.fragments.Fragment.load_shared_state`. The chain runs under
+    ``torch.inference_mode`` (no autograd bookkeeping: the same arithmetic, less CPU per
+    step); the state is loaded outside it.
 
     Returns:
         ``(batch, state version, raw reward, produced state)``; the raw reward is the
@@ -143,8 +144,8 @@ def _remote_rollout(state: list[list[torch.Tensor]] | None, version: int
     with _WORKER["lock"]:
         chain = _WORKER.get("chain") or [_WORKER["fragment"]]
         if state is not None:
-            for frag, keys, values in zip(chain, _WORKER["state_keys"], state):
-                frag.load_shared_state(dict(zip(keys, values)))
+            for frag, values in zip(chain, unpack_state(state, [f.shared_state() for f in chain])):
+                frag.load_shared_state(values)
             _WORKER["version"] = version
         raw = None
         with torch.inference_mode():

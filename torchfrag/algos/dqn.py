@@ -53,7 +53,11 @@ __all__ = ["build_dqn", "DQNConfig", "DQNLoop", "make_dqn", "make_qnet"]
 
 @dataclass
 class DQNConfig(AlgoConfig):
-    """DQN hyper-parameters (defaults: RL-Zoo's CartPole-v1 recipe, batched over envs).
+    """DQN hyper-parameters (defaults: the classic-control recipe of ``conf/algo/dqn.yaml``).
+
+    The defaults solve CartPole-v1 fast in wall-clock: 128 frames (8 envs x 16 steps) then 32
+    gradient steps of 64 (double DQN, Adam 1e-3, soft target updates ``tau = 0.04`` per step),
+    epsilon 1 -> 0.01 over the first 15k frames.
 
     Attributes:
         num_envs: Envs in the pool.
@@ -80,23 +84,23 @@ class DQNConfig(AlgoConfig):
     """
 
     num_envs: int = 8
-    steps: int = 32
-    updates: int = 64
+    steps: int = 16
+    updates: int = 32
     batch_size: int = 64
     buffer_size: int = 100_000
     learning_starts: int = 1000
-    gamma: float = 0.98
-    lr: float = 2.3e-3
-    total_frames: int = 60_000
+    gamma: float = 0.99
+    lr: float = 1e-3
+    total_frames: int = 150_000
     eps_init: float = 1.0
-    eps_end: float = 0.04
-    exploration_fraction: float = 0.16
+    eps_end: float = 0.01
+    exploration_fraction: float = 0.1
     target_update_interval: int = 10
-    tau: float = 1.0
-    double_dqn: bool = False
+    tau: float = 0.04
+    double_dqn: bool = True
     loss_function: str = "l2"
     max_grad_norm: float | None = 10.0
-    hidden: list[int] = field(default_factory=lambda: [256, 256])
+    hidden: list[int] = field(default_factory=lambda: [128, 128])
     init: str = "orthogonal"
     adam_eps: float = 1e-5
 

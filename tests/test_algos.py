@@ -132,7 +132,7 @@ def _target_params(name: str, loop) -> list:
 def test_off_policy_graph_has_replay_and_target(name: str) -> None:
     env_id, cfg = TINY[name]
     _, make = get_algo(name)
-    loop = make(env_id, cfg, seed=0)
+    loop = make(env_id, {**cfg, "tau": 1.0} if name == "dqn" else cfg, seed=0)  # dqn: hard copies
     try:
         graph = capture(loop)
         names = [n.name for n in graph.nodes]

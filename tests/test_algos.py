@@ -426,3 +426,25 @@ def test_factory_builds_every_algo_locally_and_on_a_worker_slice(name: str, env_
     finally:
         full.close()
         part.close()
+
+
+def test_dqn_cli_checkpoint_resumes_target_optimizer_and_epsilon(tmp_path) -> None:
+    """The shipped dqn through torchfrag.train: a checkpoint holds the lean learner's target network,
+    optimizer and step count and the epsilon, and resuming with nothing left re-saves them exactly."""
+    from torchfrag.runtime import load_checkpoint
+    from torchfrag.train import compose_config, train
+
+    base = ["algo=dqn", "env=CartPole-v1", "algo.num_envs=2", "algo.steps=8", "algo.updates=2",
+            "algo.batch_size=8", "algo.learning_starts=32", "algo.exploration_fraction=5.0",
+            "eval_episodes=0", "progress=false", "plot=false", "logger=none"]
+    train(compose_config([*base, "algo.total_frames=96", "checkpoint_every=3"]), run_dir=str(tmp_path / "a"))
+    mid = str(tmp_path / "a" / "checkpoints" / "iter_000003.pt")
+    saved = load_checkpoint(mid)["state"]
+    assert saved["learn"]["steps"] == 6 and 0.01 < saved["extra"]["eps"] < 1.0
+    same = train(compose_config([*base, "algo.total_frames=48", f"resume={mid}"]), run_dir=str(tmp_path / "b"))
+    again = load_checkpoint(same["checkpoint"])["state"]
+    assert again["learn"]["steps"] == 6 and again["extra"]["eps"] == pytest.approx(saved["extra"]["eps"])
+    for k, v in saved["learn"]["target"].items():
+        assert torch.equal(v, again["learn"]["target"][k]), k
+    for k, v in saved["model"]["qnet"].items():
+        assert torch.equal(v, again["model"]["qnet"][k]), k

@@ -122,23 +122,30 @@ def test_loop_captures_and_runs(name: str, policy: str) -> None:
         loop.close()
 
 
+def _target_params(name: str, loop) -> list:
+    if name == "dqn":  # the lean learner holds its target network (copied every interval of steps)
+        return list(loop.learn.target.parameters())
+    return list(loop.loss.target_qvalue_network_params.values(True, True))
+
+
 @pytest.mark.parametrize("name", ["dqn", "sac"])
 def test_off_policy_graph_has_replay_and_target(name: str) -> None:
     env_id, cfg = TINY[name]
     _, make = get_algo(name)
-    loop = make(env_id, cfg, seed=0)
+    loop = make(env_id, {**cfg, "tau": 1.0} if name == "dqn" else cfg, seed=0)  # dqn: hard copies
     try:
         graph = capture(loop)
         names = [n.name for n in graph.nodes]
-        assert names.index("write") < names.index("sample") < names.index("learn") < names.index("target")
+        assert names.index("write") < names.index("sample") < names.index("learn")
+        if name == "sac":
+            assert names.index("learn") < names.index("target")
         assert len(loop.buffer) >= cfg["learning_starts"]
-        target_before = [p.clone() for p in loop.loss.target_value_network_params.values(True, True)] \
-            if name == "dqn" else [p.clone() for p in loop.loss.target_qvalue_network_params.values(True, True)]
+        target_before = [p.clone() for p in _target_params(name, loop)]
         run(graph, iterations=2)
-        params = loop.loss.target_value_network_params if name == "dqn" else \
-            loop.loss.target_qvalue_network_params
-        after = list(params.values(True, True))
+        after = _target_params(name, loop)
         assert any(not torch.equal(a, b) for a, b in zip(after, target_before))
+        if name == "dqn":  # 2 iterations x 2 updates, a copy every 2 steps: the target is the online net
+            assert all(torch.equal(a, b) for a, b in zip(after, loop.learn.net.parameters()))
     finally:
         loop.close()
 
@@ -256,7 +263,7 @@ def test_a2c_learns_cartpole() -> None:
 
 @pytest.mark.slow
 def test_dqn_learns_cartpole() -> None:
-    best, frames, seconds = learn_until("dqn", "CartPole-v1", {"total_frames": 60_000}, 450.0, every=10)
+    best, frames, seconds = learn_until("dqn", "CartPole-v1", {}, 450.0, every=10)
     assert best >= 450.0, f"DQN reached {best:.1f} in {frames} frames ({seconds:.0f}s)"
 
 
@@ -419,3 +426,25 @@ def test_factory_builds_every_algo_locally_and_on_a_worker_slice(name: str, env_
     finally:
         full.close()
         part.close()
+
+
+def test_dqn_cli_checkpoint_resumes_target_optimizer_and_epsilon(tmp_path) -> None:
+    """The shipped dqn through torchfrag.train: a checkpoint holds the lean learner's target network,
+    optimizer and step count and the epsilon, and resuming with nothing left re-saves them exactly."""
+    from torchfrag.runtime import load_checkpoint
+    from torchfrag.train import compose_config, train
+
+    base = ["algo=dqn", "env=CartPole-v1", "algo.num_envs=2", "algo.steps=8", "algo.updates=2",
+            "algo.batch_size=8", "algo.learning_starts=32", "algo.exploration_fraction=5.0",
+            "eval_episodes=0", "progress=false", "plot=false", "logger=none"]
+    train(compose_config([*base, "algo.total_frames=96", "checkpoint_every=3"]), run_dir=str(tmp_path / "a"))
+    mid = str(tmp_path / "a" / "checkpoints" / "iter_000003.pt")
+    saved = load_checkpoint(mid)["state"]
+    assert saved["learn"]["steps"] == 6 and 0.01 < saved["extra"]["eps"] < 1.0
+    same = train(compose_config([*base, "algo.total_frames=48", f"resume={mid}"]), run_dir=str(tmp_path / "b"))
+    again = load_checkpoint(same["checkpoint"])["state"]
+    assert again["learn"]["steps"] == 6 and again["extra"]["eps"] == pytest.approx(saved["extra"]["eps"])
+    for k, v in saved["learn"]["target"].items():
+        assert torch.equal(v, again["learn"]["target"][k]), k
+    for k, v in saved["model"]["qnet"].items():
+        assert torch.equal(v, again["model"]["qnet"][k]), k

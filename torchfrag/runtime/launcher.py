@@ -40,6 +40,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +105,26 @@ def _rpc_options(addr: str, port: int, timeout: float, init_method: str | None =
 
 #: Messages TensorPipe logs when a peer closes its pipes at a normal shutdown.
 _SHUTDOWN_NOISE = ("pipe closed", "EOF: end of file", "tensorpipe_agent.cpp")
+
+
+#: torch's own ``init_rpc`` exchanges device maps with ``all_gather_object`` on an internal
+#: Gloo backend object, which makes torch warn "You are using a Backend ... as a ProcessGroup"
+#: once per process. The call is torch's, not the user's: nothing they can act on.
+_INIT_RPC_DEPRECATION = r"You are using a Backend .* as a ProcessGroup"
+
+
+def init_rpc_quietly(name: str, rank: int, world_size: int, options: Any) -> None:
+    """``rpc.init_rpc`` without torch's internal ProcessGroup deprecation warning.
+
+    The filter is narrow (that message, issued from ``torch.distributed``) and is
+    installed once per process, so it is thread-safe (the driver initialises its
+    agent in a helper thread) and hides no other warning.
+    """
+    warnings.filterwarnings("ignore", message=_INIT_RPC_DEPRECATION, category=UserWarning,
+                            module=r"torch\.distributed")
+    from torch.distributed import rpc
+
+    rpc.init_rpc(name, rank=rank, world_size=world_size, rpc_backend_options=options)
 
 
 @contextlib.contextmanager
@@ -180,8 +201,7 @@ def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: floa
     rt._WORKER["stop"] = threading.Event()
     rt._WORKER["rank"] = rank
     rpc_mod._init_counter = int(init_counter)
-    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=world_size,
-                 rpc_backend_options=_rpc_options(addr, port, timeout, init_method))
+    init_rpc_quietly(f"worker{rank}", rank, world_size, _rpc_options(addr, port, timeout, init_method))
     logger.debug("worker%d up", rank)
     stop: threading.Event = rt._WORKER["stop"]
     parent = rt._WORKER.get("parent")
@@ -335,9 +355,8 @@ class Cluster:
 
         def init() -> None:
             try:
-                rpc.init_rpc(_DRIVER, rank=0, world_size=world,
-                             rpc_backend_options=_rpc_options(self.addr, self.port, self.timeout,
-                                                              self.rendezvous("rpc")))
+                init_rpc_quietly(_DRIVER, 0, world, _rpc_options(self.addr, self.port, self.timeout,
+                                                                 self.rendezvous("rpc")))
             except BaseException as err:  # noqa: BLE001
                 result["err"] = err
 

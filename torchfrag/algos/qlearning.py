@@ -75,7 +75,7 @@ class TensorReplay:
             raise ValueError(f"TensorReplay: capacity must be a positive integer, got {capacity!r}")
         self.capacity = int(capacity)
         self.keys = list(keys)
-        self._data: dict[NestedKey, torch.Tensor] = {}
+        self._columns: dict[NestedKey, torch.Tensor] = {}
         self._cursor = 0
         self._size = 0
 
@@ -85,15 +85,15 @@ class TensorReplay:
     def extend(self, batch: TensorDictBase) -> None:
         """Writes a flat (1-d batch) of transitions, overwriting the oldest ones when full."""
         n = int(batch.shape[0])
-        if not self._data:
+        if not self._columns:
             for k in self.keys:
                 v = batch.get(k)
-                self._data[k] = torch.empty((self.capacity, *v.shape[1:]), dtype=v.dtype, device=v.device)
+                self._columns[k] = torch.empty((self.capacity, *v.shape[1:]), dtype=v.dtype, device=v.device)
         if n >= self.capacity:  # only the newest capacity transitions survive
             batch, n = batch[n - self.capacity:], self.capacity
         end = self._cursor + n
         first = min(end, self.capacity) - self._cursor
-        for k, store in self._data.items():
+        for k, store in self._columns.items():
             v = batch.get(k)
             store[self._cursor:self._cursor + first] = v[:first]
             if first < n:
@@ -105,8 +105,8 @@ class TensorReplay:
         """``n`` transitions drawn uniformly with replacement."""
         if self._size == 0:
             raise RuntimeError("TensorReplay.sample: the buffer is empty (write transitions first)")
-        idx = torch.randint(self._size, (int(n),), device=next(iter(self._data.values())).device)
-        out = {k: v[idx] for k, v in self._data.items()}
+        idx = torch.randint(self._size, (int(n),), device=next(iter(self._columns.values())).device)
+        out = {k: v[idx] for k, v in self._columns.items()}
         return TensorDict(out, batch_size=[int(n)])
 
 

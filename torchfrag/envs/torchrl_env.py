@@ -592,7 +592,15 @@ class PoolEnv(EnvBase):
             return super()._step_and_maybe_reset(tensordict)
         if tensordict.device != self.device:
             tensordict = tensordict.to(self.device)
-        tensordict = self.step(tensordict)
+        if (tensordict.batch_size != self.batch_size or "_step" in tensordict.keys()
+                or "next" in tensordict.keys()):
+            # partial steps, preset results or a wrong batch: TorchRL's rules and errors
+            tensordict = self.step(tensordict)
+        else:
+            # What EnvBase.step does for a full step, less its post-processing, which is a
+            # no-op here: ``_step`` already returns every done key and rewards shaped as the
+            # spec. That saves about a fifth of a one-env CartPole step.
+            tensordict.set("next", self._step(tensordict))
         tensordict_ = step_mdp(self, tensordict)
         if self._pending.any():
             idx = torch.from_numpy(np.flatnonzero(self._pending))

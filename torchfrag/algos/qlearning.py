@@ -178,19 +178,6 @@ class QLearn(Fragment):
     def describe(self) -> str:
         return f"QLearn({'double ' if self.double_dqn else ''}DQN, {self.updates}x{self.batch_size})"
 
-    def install_gradient_sync(self, reduce: Any) -> Any:
-        """Averages gradients with ``reduce`` before every step; the clip then applies to the average."""
-        from torchfrag.fragments.base import GradientSyncOptimizer
-
-        inner, clip = self.optimizer, self.max_grad_norm
-        self.optimizer = GradientSyncOptimizer(inner, reduce, clip)
-        self.max_grad_norm = None
-
-        def undo() -> None:
-            self.optimizer, self.max_grad_norm = inner, clip
-
-        return undo
-
     def state_dict_extra(self) -> dict:
         """Optimizer state, the target network and the call and gradient-step counts."""
         return {"optimizer": self.optimizer.state_dict(), "calls": self.calls, "steps": self.steps,

@@ -203,8 +203,10 @@ class Fragment(TensorDictModuleBase):
 
         Multi-learner policies (``data_parallel``) call it on every fragment whose
         :meth:`has_gradient_sync` is true. The default wraps the ``optimizer`` attribute
-        in a :class:`GradientSyncOptimizer`; a fragment that clips gradients before stepping
-        overrides it so that the clip applies to the averaged gradient.
+        in a :class:`GradientSyncOptimizer`. A fragment that clips gradients before
+        stepping by a ``max_grad_norm`` attribute (when not ``None``) has that clip moved
+        into the wrapper, so that it applies to the averaged gradient; other fragments
+        override this method.
 
         Returns:
             A function that undoes the installation.
@@ -213,10 +215,16 @@ class Fragment(TensorDictModuleBase):
         if not isinstance(inner, torch.optim.Optimizer):
             raise TypeError(f"{type(self).__name__} has no torch optimizer in .optimizer; override "
                             "has_gradient_sync()/install_gradient_sync() to support gradient sync")
-        self.optimizer = GradientSyncOptimizer(inner, reduce)
+        clips = hasattr(self, "max_grad_norm")
+        clip = getattr(self, "max_grad_norm", None)
+        self.optimizer = GradientSyncOptimizer(inner, reduce, clip)
+        if clips:
+            self.max_grad_norm = None
 
         def undo() -> None:
             self.optimizer = inner
+            if clips:
+                self.max_grad_norm = clip
 
         return undo
 

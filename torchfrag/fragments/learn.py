@@ -135,19 +135,6 @@ class Learn(Fragment):
             return max(1, n // int(self.num_minibatches))
         return n
 
-    def install_gradient_sync(self, reduce: Any) -> Any:
-        """Averages gradients with ``reduce`` before every step; the clip then applies to the average."""
-        from torchfrag.fragments.base import GradientSyncOptimizer
-
-        inner, clip = self.optimizer, self.max_grad_norm
-        self.optimizer = GradientSyncOptimizer(inner, reduce, clip)
-        self.max_grad_norm = None
-
-        def undo() -> None:
-            self.optimizer, self.max_grad_norm = inner, clip
-
-        return undo
-
     def state_dict_extra(self) -> dict:
         """Optimizer and learning-rate scheduler state, and the call count (for checkpoints)."""
         state = {"optimizer": self.optimizer.state_dict(), "calls": self.calls}

@@ -270,6 +270,18 @@ class Cluster:
             return f"file://{os.path.join(self.store_dir, name)}"
         return f"tcp://{self.addr}:{self.port}"
 
+    def process_group_init(self, name: str) -> str:
+        """``init_method`` of a process group among some of this cluster's processes.
+
+        Under torchrun, the port after RPC's (other nodes must reach it); with spawned
+        workers, a file store named ``name``; otherwise a free local port.
+        """
+        if self.torchrun:
+            return f"tcp://{self.addr}:{self.port + 1}"
+        if self.store_dir is not None:
+            return self.rendezvous(name)
+        return f"tcp://{self.addr}:{free_port(self.addr)}"
+
     @property
     def workers(self) -> list[str]:
         """RPC names of the workers."""

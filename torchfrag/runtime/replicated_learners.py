@@ -137,7 +137,6 @@ def _remote_learner_setup(policy: Any, chain: list[str], actors: list[str], envs
 def prepare_replicated_learners(ex: RpcExecutor, placement: Any, replace: dict[str, nn.Module]) -> Any:
     """Sets up the learner workers, every learner's actors and the learners' process group."""
     from torchfrag.policies.factory import EnvSlice
-    from torchfrag.runtime.launcher import free_port
 
     policy, graph, calls = ex.policy, ex.graph, ex.calls
     workers = ex.cluster.workers
@@ -172,12 +171,7 @@ def prepare_replicated_learners(ex: RpcExecutor, placement: Any, replace: dict[s
     install_actors(ex, chain, groups[0], envs, "replicated_rollout", replace)
     ex.reduce_produced = reduce_produced
     # The learners' own process group (the actors are not in it).
-    if ex.cluster.torchrun:
-        pg_init = f"tcp://{ex.cluster.addr}:{ex.cluster.port + 1}"
-    elif ex.cluster.store_dir is not None:
-        pg_init = ex.cluster.rendezvous("learners_group")
-    else:
-        pg_init = f"tcp://{ex.cluster.addr}:{free_port(ex.cluster.addr)}"
+    pg_init = ex.cluster.process_group_init("learners_group")
     futs = [calls.call(w, _remote_dp_setup, r, n_learners, pg_init, policy.backend, policy.timeout)
             for r, w in enumerate(learners, start=1)]
     import torch.distributed as dist

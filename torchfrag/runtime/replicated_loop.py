@@ -53,18 +53,12 @@ def prepare_replicated_loop(ex: RpcExecutor, placement: Any, replace: dict[str, 
     workers = ex.cluster.workers
     extra = worker_extra(ex, placement)
     name, kind = policy.name, placement.kind
-    from torchfrag.runtime.launcher import free_port
 
     world = policy.workers
     found = rollout_nodes(graph)
     ex.rollout_node = found[0] if found else None
     total = total_envs(ex, found[0]) if found else 0
-    if ex.cluster.torchrun:
-        pg_init = f"tcp://{ex.cluster.addr}:{ex.cluster.port + 1}"
-    elif ex.cluster.store_dir is not None:
-        pg_init = ex.cluster.rendezvous("process_group")
-    else:
-        pg_init = f"tcp://{ex.cluster.addr}:{free_port(ex.cluster.addr)}"
+    pg_init = ex.cluster.process_group_init("process_group")
     futs = []
     for i, w in enumerate(workers):
         rank = i + 1

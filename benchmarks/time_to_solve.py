@@ -68,7 +68,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -349,8 +349,13 @@ def _command(system: str, task: Task, seed: int, paths: dict[str, Any], run_dir:
 
 
 def benchmark(tasks: list[str], seeds: list[int], systems: list[str], window: int, max_seconds: float,
-              cache: str, cleanrl_src: str | None, torchrl_src: str | None) -> dict[str, Any]:
-    """Runs every (task, seed, system), alternating systems within each seed."""
+              cache: str, cleanrl_src: str | None, torchrl_src: str | None,
+              on_record: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Runs every (task, seed, system), alternating systems within each seed.
+
+    ``on_record`` gets the result so far after every run (``main`` writes it to
+    the JSON file, so a run cut short keeps what it measured).
+    """
     os.makedirs(cache, exist_ok=True)
     paths: dict[str, Any] = {}
     versions: dict[str, str] = {}
@@ -374,6 +379,9 @@ def benchmark(tasks: list[str], seeds: list[int], systems: list[str], window: in
            "WANDB_MODE": "disabled"}
     env.pop("PYTHONPATH", None)
     records: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    result = {"records": records, "versions": versions, "notes": notes, "window": window,
+              "max_seconds": max_seconds, "seeds": seeds,
+              "tasks": {t: {"env": TASKS[t].env, "target": TASKS[t].target} for t in tasks}}
     for task_name in tasks:
         task = TASKS[task_name]
         records[task_name] = {s: [] for s in systems}
@@ -391,15 +399,17 @@ def benchmark(tasks: list[str], seeds: list[int], systems: list[str], window: in
                     continue
                 argv, cwd, csv_glob, extra_env = cmd
                 logger.info("%s seed %d: %s", task_name, seed, " ".join(argv))
+                load_before = os.getloadavg()[0]
                 rec = RunWatch(argv, cwd, task.target, window, max_seconds, csv_glob).run({**env, **extra_env})
                 rec["seed"] = seed
+                rec["load_avg_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]  # before, after
                 records[task_name][system].append(rec)
                 logger.info("%s %s seed %d: %s s to %.0f (%s frames, %s fps), stopped: %s", task_name,
                             system, seed, rec["seconds_to_target"], task.target, rec["frames_to_target"],
                             rec["fps"], rec["stopped"])
-    return {"records": records, "versions": versions, "notes": notes, "window": window,
-            "max_seconds": max_seconds, "seeds": seeds,
-            "tasks": {t: {"env": TASKS[t].env, "target": TASKS[t].target} for t in tasks}}
+                if on_record is not None:
+                    on_record(result)
+    return result
 
 
 def summarize(result: dict[str, Any]) -> tuple[list[list[Any]], str]:
@@ -490,15 +500,19 @@ def main(argv: list[str] | None = None) -> None:
         torchfrag_worker(args.overrides)
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    name = "time_to_solve" + (f"_{args.tag}" if args.tag else "")
+
+    def save_partial(partial: dict[str, Any]) -> None:
+        write_json(name, {**partial, "partial": True})
+
     if args.merge:
         result = merge([os.path.join(RESULTS_DIR, f"time_to_solve_{t}.json") for t in args.merge])
     else:
         result = benchmark(args.tasks, args.seeds, args.systems, args.window, args.max_seconds,
-                           args.cache, args.cleanrl, args.torchrl)
+                           args.cache, args.cleanrl, args.torchrl, on_record=save_partial)
     rows, text = summarize(result)
     for note in result["notes"]:
         print("note:", note)
-    name = "time_to_solve" + (f"_{args.tag}" if args.tag else "")
     result["table"] = text
     path = write_json(name, result)
     plot(result, os.path.join(RESULTS_DIR, f"{name}.png"))

@@ -47,7 +47,7 @@ def test_ppo_capture_nodes_and_impurity(ppo):
     assert {n.name: n.impure for n in g.nodes} == {"rollout": True, "advantage": False, "learn": True}
     assert g.impure_nodes == ["rollout", "learn"]
     assert g.node("rollout").kind.startswith("Rollout(PoolEnv")
-    assert g.node("learn").kind == "Learn(ClipPPOLoss)"
+    assert g.node("learn").kind == "Learn(ClipPPOObjective)"
 
 
 def test_ppo_capture_key_sets_and_edges(ppo):
@@ -116,7 +116,7 @@ def test_graph_equals_eager_bit_for_bit():
 def test_print_dot_render(ppo, tmp_path):
     g = capture(ppo)
     text = str(g)
-    assert "rollout" in text and "Learn(ClipPPOLoss)" in text and "impure" in text
+    assert "rollout" in text and "Learn(ClipPPOObjective)" in text and "impure" in text
     assert "weights" in text and "subgraph of rollout" in text
     dot = g.to_dot()
     assert dot.startswith('digraph "PPOLoop"') and '"rollout" -> "advantage"' in dot

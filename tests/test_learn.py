@@ -145,7 +145,7 @@ def test_ppo_loop_resume_continues_the_lr_schedule():
 
 
 def test_anneal_buffers_follow_the_lr_schedule():
-    """PPO's clip range annealed as CleanRL/SB3 do, on TorchRL's ClipPPOLoss."""
+    """PPO's clip range annealed as CleanRL/SB3 do (the objective's clip_epsilon buffer)."""
     from torchfrag.algos.ppo import PPOConfig, make_ppo
 
     cfg = PPOConfig(num_envs=2, steps=16, epochs=1, minibatch_size=16, total_frames=32 * 4, anneal_clip=True)

@@ -1,4 +1,4 @@
-"""PPO (discrete and continuous actions) as a loop of fragments on ClipPPOLoss and GAE.
+"""PPO (discrete and continuous actions) as a loop of fragments on the clipped objective and GAE.
 
 The loop is ``rollout -> [reward scale] -> advantage -> learn``:
 
@@ -6,7 +6,9 @@ The loop is ``rollout -> [reward scale] -> advantage -> learn``:
   :class:`~torchfrag.envs.PoolEnv` for ``steps`` steps,
 * :class:`~torchfrag.fragments.Advantage` runs TorchRL's ``GAE``,
 * :class:`~torchfrag.fragments.Learn` runs epochs of minibatches of
-  TorchRL's ``ClipPPOLoss`` with Adam, gradient clipping and a linearly
+  :class:`~torchfrag.algos.ppo_loss.ClipPPOObjective` (TorchRL's
+  ``ClipPPOLoss`` without its per-minibatch diagnostics, ~3x faster a step,
+  tested equal to it) with fused Adam, gradient clipping and a linearly
   annealed learning rate (CleanRL's recipe).
 
 The networks and the loop are built on a training env by :func:`build_ppo`;
@@ -27,9 +29,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from tensordict import TensorDictBase
 from torchrl.modules import ProbabilisticActor, ValueOperator
-from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
 from torchfrag.algos.config import AlgoConfig
@@ -37,6 +39,7 @@ from torchfrag.algos.envs import frozen_obs_norm, make_env
 from torchfrag.algos.fragments import RewardScale
 from torchfrag.algos.loop import LoopBase
 from torchfrag.algos.networks import make_actor_critic
+from torchfrag.algos.ppo_loss import ClipPPOObjective
 from torchfrag.fragments import Act, Advantage, Collect, Learn, Rollout
 
 logger = logging.getLogger(__name__)
@@ -161,13 +164,15 @@ class PPOLoop(LoopBase):
         self.scale = RewardScale(cfg.reward_scale) if cfg.reward_scale != 1.0 else None
         self.advantage = Advantage(GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic,
                                        average_gae=False))
-        loss = ClipPPOLoss(actor, critic, clip_epsilon=cfg.clip_epsilon,
-                           entropy_coeff=cfg.entropy_coef, critic_coeff=cfg.critic_coef,
-                           loss_critic_type=cfg.loss_critic_type,
-                           normalize_advantage=cfg.normalize_advantage)
+        loss = ClipPPOObjective(actor, critic, clip_epsilon=cfg.clip_epsilon,
+                                entropy_coef=cfg.entropy_coef, critic_coef=cfg.critic_coef,
+                                loss_critic_type=cfg.loss_critic_type,
+                                normalize_advantage=cfg.normalize_advantage)
         iterations = max(1, cfg.total_frames // cfg.frames_per_iteration)
+        # fused: one kernel steps every parameter (~0.35 ms -> ~0.05 ms a minibatch on MuJoCo's MLPs)
+        optimizer = torch.optim.Adam(loss.parameters(), lr=cfg.lr, eps=1e-5, fused=True)
         self.learn = Learn(
-            loss, lr=cfg.lr, epochs=cfg.epochs, minibatch_size=cfg.minibatch_size,
+            loss, optimizer, epochs=cfg.epochs, minibatch_size=cfg.minibatch_size,
             max_grad_norm=cfg.max_grad_norm, anneal_steps=iterations if cfg.anneal_lr else None,
             anneal_buffers=["clip_epsilon"] if cfg.anneal_clip else (),
             select_keys=["observation", "action", "action_log_prob", "advantage", "value_target"],

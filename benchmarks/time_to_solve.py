@@ -412,21 +412,50 @@ def benchmark(tasks: list[str], seeds: list[int], systems: list[str], window: in
     return result
 
 
+def _median_bounds(recs: list[dict[str, Any]]) -> tuple[float, float]:
+    """Lower and upper bounds on the median seconds to target over ``recs``.
+
+    A run that never reached the target took longer than it ran: its seconds
+    lie between its wall seconds and infinity. Both bounds are equal (the exact
+    median) when every run solved.
+    """
+    low = [float(r["seconds_to_target"] or r["wall_seconds"]) for r in recs]
+    high = [float(r["seconds_to_target"]) if r["seconds_to_target"] else float("inf") for r in recs]
+    return median(low), median(high)
+
+
 def summarize(result: dict[str, Any]) -> tuple[list[list[Any]], str]:
-    """Table rows: task, system, median seconds to target (solved/ran), frames/s, torchfrag's ratio."""
+    """Table rows: task, system, median seconds to target (solved/ran), frames/s, torchfrag's ratio.
+
+    Unsolved runs are never dropped from a median (that would report the lucky
+    seeds only): they count as "longer than they ran". A median is shown
+    exactly when that settles it (every run solved, or the unsolved runs ran
+    longer than the median); otherwise as ``>= s`` for a peer (the lower
+    bound) and ``<= s`` for torchfrag (the upper bound, ``not reached`` when
+    infinite), and the ratio ``torchfrag / peer`` is then the upper bound
+    ``<= x``: torchfrag's upper bound over the peer's lower bound.
+    """
     rows = []
     for task, per_system in result["records"].items():
-        ours = [r["seconds_to_target"] for r in per_system.get("torchfrag", []) if r["seconds_to_target"]]
-        ours_med = median(ours) if ours else None
+        ours = _median_bounds(per_system["torchfrag"]) if per_system.get("torchfrag") else None
         for system, recs in per_system.items():
             if not recs:
                 continue
-            solved = [r["seconds_to_target"] for r in recs if r["seconds_to_target"]]
-            med = median(solved) if solved else None
+            solved = sum(1 for r in recs if r["seconds_to_target"])
+            low, high = _median_bounds(recs)
+            exact = low == high  # every run solved, or the unsolved ones all lie above the median
+            if exact:
+                shown = f"{low:.1f}"
+            elif system == "torchfrag":
+                shown = f"<= {high:.1f}" if high != float("inf") else "not reached"
+            else:
+                shown = f">= {low:.1f}"
             fps = median([r["fps"] for r in recs if r["fps"]])
-            ratio = (ours_med / med) if (system != "torchfrag" and med and ours_med) else None
-            rows.append([task, system, f"{med:.1f}" if med else "not reached",
-                         f"{len(solved)}/{len(recs)}", f"{fps:.0f}", fmt_ratio(ratio) if ratio else "-"])
+            ratio = "-"
+            if system != "torchfrag" and ours is not None and ours[1] != float("inf"):
+                value = fmt_ratio(ours[1] / low)
+                ratio = value if exact and ours[0] == ours[1] else f"<= {value}"
+            rows.append([task, system, shown, f"{solved}/{len(recs)}", f"{fps:.0f}", ratio])
     text = print_table(["task", "system", "median s to target", "solved", "frames/s",
                         "torchfrag / system"], rows, title="Wall-clock seconds to the target training return")
     return rows, text

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from torchfrag.algos import ALGOS, get_algo, make_factory
-from torchfrag.algos.ppo import make_env
+from torchfrag.algos.ppo import PPOConfig, make_env, make_ppo
 from torchfrag.fragments import Act
 from torchfrag.graph import capture
 from torchfrag.runtime import POLICIES, run
@@ -245,6 +245,7 @@ def test_presets_compose() -> None:
         assert cfg.algo.clip_epsilon == 0.1 and cfg.env.options.reward_clip
     cfg = compose_config(["algo=ppo_mujoco", "env=HalfCheetah-v5"])
     assert cfg.algo.epochs == 10 and cfg.algo.minibatch_size == 64 and cfg.algo.obs_norm
+    assert cfg.algo.max_grad_norm is None and cfg.algo.critic_coef == 0.25 and cfg.algo.init_scale == 0.37
     cfg = compose_config(["algo=sac_mujoco", "env=Hopper-v5"])
     assert cfg.algo.learning_starts == 5000 and cfg.algo.name == "sac"
 
@@ -448,3 +449,23 @@ def test_dqn_cli_checkpoint_resumes_target_optimizer_and_epsilon(tmp_path) -> No
         assert torch.equal(v, again["learn"]["target"][k]), k
     for k, v in saved["model"]["qnet"].items():
         assert torch.equal(v, again["model"]["qnet"][k]), k
+
+
+def test_init_scale_sets_the_policy_initial_noise() -> None:
+    """``init_scale`` is the continuous policy's starting standard deviation (before the squash)."""
+    from torchfrag.algos.envs import make_env
+    from torchfrag.algos.networks import make_actor_critic
+
+    env = make_env("Pendulum-v1", 3)
+    td = env.reset()
+    for scale in (1.0, 0.37):
+        actor, _ = make_actor_critic(env, [8], init_scale=scale)
+        assert torch.allclose(actor(td.clone())["scale"], torch.full((3, 1), scale))
+    with pytest.raises(ValueError, match="init_scale"):
+        make_actor_critic(env, [8], init_scale=0.0)
+    loop = make_ppo("Pendulum-v1", PPOConfig(num_envs=2, steps=4, minibatch_size=8, init_scale=0.5,
+                                             max_grad_norm=None))
+    assert torch.allclose(loop.actor(loop.env.reset())["scale"], torch.full((2, 1), 0.5))
+    assert loop.learn.max_grad_norm is None and math.isfinite(float(loop()["grad_norm"]))
+    loop.close()
+    env.close()

@@ -48,3 +48,28 @@ def test_time_limit_and_merge(tmp_path):
         parts.append(str(path))
     rows, _ = summarize(merge(parts))
     assert rows[1][1] == "cleanrl" and rows[1][-1] == "0.50x"
+
+
+def test_unsolved_runs_bound_the_median_instead_of_vanishing():
+    """A seed that never solved is not dropped: peers' medians become lower bounds, ours an upper one."""
+    def rec(sec, wall):
+        return {"seconds_to_target": sec, "wall_seconds": wall, "fps": 1.0, "curve": []}
+
+    result = {"records": {"t": {
+        "torchfrag": [rec(100.0, 100.0), rec(None, 900.0), rec(200.0, 200.0)],   # median 200 (900 < t)
+        "cleanrl": [rec(None, 600.0), rec(None, 600.0), rec(300.0, 300.0)],      # median >= 600
+        "torchrl": [rec(400.0, 400.0), rec(500.0, 500.0), rec(450.0, 450.0)],    # median 450 exactly
+    }}}
+    rows, _ = summarize(result)
+    by = {r[1]: r for r in rows}
+    assert by["torchfrag"][2] == "200.0" and by["torchfrag"][3] == "2/3"
+    assert by["cleanrl"][2] == ">= 600.0" and by["cleanrl"][-1] == "<= 0.33x"
+    assert by["torchrl"][2] == "450.0" and by["torchrl"][-1] == "0.44x"
+    # an unsolved seed that stopped early leaves our median open: an upper bound, and so is the ratio
+    result["records"]["t"]["torchfrag"][1] = rec(None, 150.0)
+    rows, _ = summarize(result)
+    assert rows[0][2] == "<= 200.0" and rows[2][-1] == "<= 0.44x"
+    # the lucky seeds alone would have claimed a 150 s median and 0.33x against torchrl
+    result["records"]["t"]["torchfrag"] = [rec(None, 900.0), rec(None, 900.0), rec(100.0, 100.0)]
+    rows, _ = summarize(result)
+    assert rows[0][2] == "not reached" and rows[2][-1] == "-"

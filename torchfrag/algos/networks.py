@@ -142,13 +142,15 @@ def make_cnn_actor_critic(env: EnvBase, features: int = 512) -> tuple[Probabilis
     return shared.get_policy_operator(), shared.get_value_operator()
 
 
-def make_actor_critic(env: EnvBase, hidden: list[int]) -> tuple[ProbabilisticActor, ValueOperator]:
+def make_actor_critic(env: EnvBase, hidden: list[int],
+                      init_scale: float = 1.0) -> tuple[ProbabilisticActor, ValueOperator]:
     """Separate tanh-MLP actor and critic for ``env``'s action space.
 
     Discrete actions: a categorical policy over logits. Continuous actions: a
     ``TanhNormal`` squashed into the action bounds, with a state-independent
-    scale (as TorchRL's and CleanRL's MuJoCo PPO). Image stacks (Atari): the
-    shared Nature-CNN torso of :func:`make_cnn_actor_critic`.
+    scale (as TorchRL's and CleanRL's MuJoCo PPO) that starts at
+    ``init_scale`` (the standard deviation before the squash; 1.0 as theirs).
+    Image stacks (Atari): the shared Nature-CNN torso of :func:`make_cnn_actor_critic`.
 
     Example:
         >>> from torchfrag.algos.envs import make_env
@@ -168,8 +170,11 @@ def make_actor_critic(env: EnvBase, hidden: list[int]) -> tuple[ProbabilisticAct
                                    return_log_prob=True)
     else:
         act_dim = spec.shape[-1]
+        if not init_scale > 0:
+            raise ValueError(f"init_scale must be > 0, got {init_scale!r}")
         net = nn.Sequential(mlp(obs_dim, act_dim, hidden, 0.01, nn.Tanh),
-                            AddStateIndependentNormalScale(act_dim, scale_lb=1e-4))
+                            AddStateIndependentNormalScale(act_dim, scale_lb=1e-4,
+                                                           init_value=math.log(init_scale)))
         body = TensorDictModule(net, ["observation"], ["loc", "scale"])
         actor = ProbabilisticActor(body, in_keys=["loc", "scale"], spec=spec,
                                    distribution_class=TanhNormal,

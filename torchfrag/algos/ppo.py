@@ -79,8 +79,10 @@ class PPOConfig(AlgoConfig):
         entropy_coef: Entropy bonus weight.
         critic_coef: Value-loss weight.
         loss_critic_type: ``"l2"`` or ``"smooth_l1"``.
-        max_grad_norm: Gradient-norm clip.
+        max_grad_norm: Gradient-norm clip (``None``: none, as TorchRL's ``ppo_mujoco.py``).
         hidden: Hidden layer sizes of the actor and critic MLPs.
+        init_scale: Continuous actions: the policy's initial standard deviation (before the
+            ``tanh`` squash).
         reward_scale: Multiplies rewards before GAE (1.0: no scaling node in the loop).
         normalize_advantage: Per-minibatch advantage normalisation.
         obs_norm: Normalise observations by running mean and standard deviation
@@ -111,8 +113,9 @@ class PPOConfig(AlgoConfig):
     entropy_coef: float = 0.0
     critic_coef: float = 0.5
     loss_critic_type: str = "l2"
-    max_grad_norm: float = 0.5
+    max_grad_norm: float | None = 0.5
     hidden: list[int] = field(default_factory=lambda: [64, 64])
+    init_scale: float = 1.0
     reward_scale: float = 1.0
     normalize_advantage: bool = True
     obs_norm: bool = False
@@ -222,7 +225,7 @@ def build_ppo(env: Any, cfg: PPOConfig) -> PPOLoop:
     ``env`` is closed and an async :class:`~torchfrag.collectors.PoolCollector`
     over the same envs (same id, seeds and options) collects instead.
     """
-    actor, critic = make_actor_critic(env, cfg.hidden)
+    actor, critic = make_actor_critic(env, cfg.hidden, init_scale=cfg.init_scale)
     if cfg.collector == "pool":
         from torchfrag.collectors import PoolCollector
 

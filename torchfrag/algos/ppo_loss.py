@@ -114,23 +114,22 @@ class ClipPPOObjective(nn.Module):
                                           "kl_approx"]
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
-        missing = [k for k in ("action", "action_log_prob", "advantage", "value_target") if k not in tensordict]
-        if missing:
+        action, prev_log_prob, advantage, target = (
+            tensordict.get(k, None) for k in ("action", "action_log_prob", "advantage", "value_target"))
+        if action is None or prev_log_prob is None or advantage is None or target is None:
+            missing = [k for k in ("action", "action_log_prob", "advantage", "value_target") if k not in tensordict]
             raise KeyError(f"ClipPPOObjective: the batch has no {missing} (it needs the actor's inputs, "
                            "'action' and 'action_log_prob' from the rollout, 'advantage' and 'value_target' "
                            "from an advantage estimator such as GAE)")
-        advantage = tensordict.get("advantage")
         if self.normalize_advantage and advantage.numel() > 1:
             advantage = (advantage - advantage.mean()) / advantage.std().clamp_min(_STD_FLOOR)
-        prev_log_prob = tensordict.get("action_log_prob")
         dist = self.actor.get_dist(tensordict)
-        log_prob = dist.log_prob(tensordict.get("action"))
+        log_prob = dist.log_prob(action)
         log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
         eps = self.clip_epsilon
         log_weight_clip = log_weight.clamp(torch.log1p(-eps), torch.log1p(eps))
         gain = torch.minimum(log_weight.exp() * advantage, log_weight_clip.exp() * advantage)
         value = self.critic(tensordict).get("state_value")
-        target = tensordict.get("value_target")
         out = {"loss_objective": -gain.mean(),
                "loss_critic": self.critic_coef * self._distance(value, target),
                "clip_fraction": (log_weight_clip != log_weight).float().mean().detach(),

@@ -22,7 +22,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+#: Where JSON and PNG results go: ``benchmarks/results/``, or ``$TORCHFRAG_RESULTS_DIR`` when set
+#: (the GPU check writes every figure of a run into its own output folder this way).
+RESULTS_DIR = os.environ.get("TORCHFRAG_RESULTS_DIR") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 def rate(step: Callable[[], int], min_time: float, warmup: int = 3) -> float:

@@ -215,12 +215,14 @@ def _evaluate(actor: Any, device: torch.device, episodes: int = 32) -> float:
 
 
 def ppo_run(policy: str, cfg: dict[str, Any], max_iterations: int, target: float | None,
-            device: str = "cpu", eval_every: int = 5, seed: int = 0, compile: bool = True
-            ) -> dict[str, Any]:
+            device: str = "cpu", eval_every: int = 5, seed: int = 0, compile: bool = True,
+            max_seconds: float | None = None) -> dict[str, Any]:
     """Runs PPO CartPole; returns frames/s after the first (compiling) iterations and time to ``target``.
 
     ``policy="single_device"``: torch-native env on ``device``, fused and
     compiled rollout. ``policy="local"``: the C++ pool (:class:`~torchfrag.envs.PoolEnv`).
+    The run stops after ``max_iterations``, at ``target``, or once ``max_seconds``
+    of wall time (compilation included) have passed, whichever comes first.
     """
     from torchfrag.algos.ppo import PPOConfig, PPOLoop, make_actor_critic, make_env
     from torchfrag.envs.batched import make
@@ -252,7 +254,8 @@ def ppo_run(policy: str, cfg: dict[str, Any], max_iterations: int, target: float
             if ret >= target and state["solved_at"] is None:
                 state["solved_at"] = time.perf_counter() - t0
                 return True
-        return i + 1 >= max_iterations
+        out_of_time = max_seconds is not None and marks[-1][1] >= max_seconds
+        return i + 1 >= max_iterations or out_of_time
 
     try:
         run(capture(loop), pol, iterations=max_iterations, hooks=[hook])
@@ -267,7 +270,8 @@ def ppo_run(policy: str, cfg: dict[str, Any], max_iterations: int, target: float
             "iterations": len(marks), "frames": len(marks) * fpi, "frames_per_s": fps,
             "seconds": marks[-1][1], "first_iterations_s": marks[first][1],
             "time_to_target_s": state["solved_at"], "best_eval": state["best"], "target": target,
-            "compile": compile, "fused_steps": getattr(loop.rollout, "fused_steps", 0)}
+            "compile": compile, "fused_steps": getattr(loop.rollout, "fused_steps", 0),
+            "max_seconds": max_seconds}
 
 
 # -- GPU --------------------------------------------------------------------------------------
@@ -360,10 +364,22 @@ def gpu_envs(seconds: float, repeats: int) -> dict[str, Any]:
     return out
 
 
-def gpu_ppo() -> dict[str, Any]:
-    """Whole-loop PPO CartPole under ``single_device`` on CUDA: frames/s (goal 1M) and time to 475."""
-    thr = ppo_run("single_device", GPU_PPO_THROUGHPUT, 40, None, device="cuda")
-    solve = ppo_run("single_device", GPU_PPO_SOLVE, 2000, 475.0, device="cuda", eval_every=2)
+def gpu_ppo(save: Callable[[dict[str, Any]], None] | None = None, quick: bool = False
+            ) -> dict[str, Any]:
+    """Whole-loop PPO CartPole under ``single_device`` on CUDA: frames/s (goal 1M) and time to 475.
+
+    Args:
+        save: Called with the throughput figure as soon as it is measured, so
+            that a run cut short during the time-to-475 run keeps it.
+        quick: Shorter caps (20 throughput iterations; 90 s to reach 475
+            instead of 150 s).
+    """
+    thr = ppo_run("single_device", GPU_PPO_THROUGHPUT, 20 if quick else 40, None, device="cuda",
+                  max_seconds=60.0 if quick else 120.0)
+    if save is not None:
+        save({"gpu": gpu_model(), "cpu": cpu_model(), "ppo_throughput": thr})
+    solve = ppo_run("single_device", GPU_PPO_SOLVE, 2000, 475.0, device="cuda", eval_every=2,
+                    max_seconds=90.0 if quick else 150.0)
     print_table(["run", "frames/s", "goal", "time to 475", "best eval"], [
         ["throughput", fmt_rate(thr["frames_per_s"]), "1M", "-", "-"],
         ["time to 475", fmt_rate(solve["frames_per_s"]), "-",
@@ -574,6 +590,13 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, Any] = {name: {"skipped": why} for name, why in skipped.items()}
     stamp = {"cpu": info["cpu_model"], "gpu": info["gpu_model"], "quick": args.quick,
              "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    path = _merge_write(results, info)
+
+    def save(name: str, value: dict[str, Any]) -> None:
+        # Every figure is on disk as soon as it is measured: a run cut short keeps it.
+        results[name] = {**stamp, **value}
+        _merge_write({name: results[name]}, info)
+
     for name in todo:
         print(f"\n== {name}", flush=True)
         if name == "cpu-envs":
@@ -585,15 +608,14 @@ def main(argv: list[str] | None = None) -> None:
         elif name == "warp":
             out = warp_section(torch.device("cuda"), seconds, repeats)
         elif name == "gpu-ppo":
-            out = gpu_ppo()
+            out = gpu_ppo(save=lambda partial: save("gpu-ppo", partial), quick=args.quick)
         elif name == "scaling":
             from benchmarks import pool_scaling
 
             out = pool_scaling.run(quick=args.quick)
         else:
             out = ppo_halfcheetah_warp("cuda")
-        results[name] = {**stamp, **out}
-    path = _merge_write(results, info)
+        save(name, out)
     print(f"wrote {path}")
 
 

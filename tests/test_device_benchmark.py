@@ -125,3 +125,50 @@ def test_warp_vs_pool_runs_on_the_cpu(env_id: str, capsys) -> None:
     assert out["env_id"] == env_id and out["pool_envs"] == 4 and out["pool_threads"] == 1
     assert out["warp"] > 0 and out["cpp_pool"] > 0 and out["ratio"] == out["warp"] / out["cpp_pool"]
     assert f"{env_id} env steps/s" in capsys.readouterr().out
+
+
+def test_gpu_check_script_without_cuda_runs_the_cpu_sections_and_exits_0(tmp_path) -> None:
+    """``benchmarks/gpu_check.sh`` as the GPU session runs it, on a machine without CUDA.
+
+    It must say that CUDA is absent, still run the ``cuda``-marked tests (which
+    skip), run the CPU section it is given, write every figure into its own
+    output folder (never into ``benchmarks/results``) and exit 0.
+    """
+    import os
+    import subprocess
+    import sys
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU-only behaviour")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "gpu_check"
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    proc = subprocess.run(
+        ["bash", os.path.join(root, "benchmarks", "gpu_check.sh"), "--no-install", "--quick",
+         "--cpu-sections", "cpu-envs", "--out", str(out), "--budget", "400"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = (out / "summary.txt").read_text()
+    assert "CUDA: not available" in summary
+    assert "pytest_cuda: ok" in summary and "cpu_sections: ok" in summary, summary
+    assert "skipped" in (out / "pytest_cuda.txt").read_text()  # the CUDA cases skip, none fails
+    machine = (out / "machine.txt").read_text()
+    assert "cpu: " in machine and "available False" in machine
+    saved = json.loads((out / "device.json").read_text())
+    assert saved["sections"]["cpu-envs"]["systems"]["C++ pool raw"]["median"] > 0
+    assert saved["sections"]["gpu-ppo"] == {"skipped": "skipped: no CUDA"}
+    assert (out / "device.png").stat().st_size > 0
+
+
+def test_gpu_check_script_refuses_bad_options(tmp_path) -> None:
+    import os
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = os.path.join(root, "benchmarks", "gpu_check.sh")
+    for args, message in [(["--budget", "soon"], "--budget must be whole seconds, got 'soon'"),
+                          (["--frobnicate"], "unknown option '--frobnicate'"),
+                          (["--site", str(tmp_path / "nowhere")], "is not a folder")]:
+        proc = subprocess.run(["bash", script, "--out", str(tmp_path / "o"), *args], cwd=root,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
 
+from torchfrag.fragments import Fragment, wrap
 from torchfrag.graph import capture
 from torchfrag.policies import (
     ActorsPolicy,
@@ -128,6 +132,48 @@ def test_single_device_compile_path():
                                              compile_backend="aot_eager"), iterations=2)
     assert res.iterations == 2 and torch.isfinite(params(b)).all()
     torch.testing.assert_close(params(b), params(a), rtol=0, atol=5e-3)
+
+
+class _Merge(Fragment):
+    """A user fragment taking two TensorDicts; records the devices it was given."""
+
+    def __init__(self, by_keyword: bool) -> None:
+        second = "other" if by_keyword else 1
+        super().__init__(out_keys=["z"], arg_in_keys={0: ["y"], second: ["w"]})
+        self.seen: list[tuple[object, object]] = []
+
+    def forward(self, td, other=None):
+        self.seen.append((td.device, other.device))
+        return td.set("z", td["y"] + other["w"])
+
+
+class _TwoInputLoop(nn.Module):
+    def __init__(self, by_keyword: bool) -> None:
+        super().__init__()
+        self.f = wrap(TensorDictModule(nn.Linear(2, 2), ["x"], ["y"]))
+        self.merge = _Merge(by_keyword)
+        self.by_keyword = by_keyword
+
+    def forward(self, td, other):
+        if self.by_keyword:  # a Python constant: fx records only the branch taken
+            return self.merge(self.f(td), other=other)
+        return self.merge(self.f(td), other)
+
+
+@pytest.mark.parametrize("by_keyword", [False, True])
+def test_single_device_passes_every_tensordict_argument_moved(by_keyword):
+    torch.manual_seed(0)
+    loop = _TwoInputLoop(by_keyword)
+    td = TensorDict(x=torch.randn(3, 2), batch_size=[3])
+    other = TensorDict(w=torch.randn(3, 2), batch_size=[3])
+    expected = loop(td.clone(), other=other.clone())["z"]
+    # compile=True takes the device path even on the CPU (the "eager" backend keeps it fast)
+    policy = SingleDevicePolicy(device_name="cpu", compile=True, compile_backend="eager")
+    res = run(loop, policy, iterations=1, inputs=(td, other), in_keys={"td": ["x"], "other": ["w"]})
+    assert res.extra["device"] == "cpu"
+    torch.testing.assert_close(res.output["z"], expected)
+    # both TensorDicts were moved to the policy's device (inputs built without one)
+    assert loop.merge.seen[-1] == (torch.device("cpu"), torch.device("cpu"))
 
 
 def test_slice_seeds_match_pool():

@@ -64,17 +64,19 @@ def run_placed(loop_or_graph: nn.Module | FragmentGraph, policy: Any, iterations
 
 
 class _ToDevice(nn.Module):
-    """Moves a fragment's TensorDict input to ``device`` (and, for env steps, back to the env's device)."""
+    """Calls a fragment with every TensorDict argument, positional or keyword, on ``device``."""
 
     def __init__(self, inner: nn.Module, device: str) -> None:
         super().__init__()
         self.inner = inner
         self.device = torch.device(device)
 
-    def forward(self, tensordict: TensorDictBase | None = None) -> Any:
-        if isinstance(tensordict, TensorDictBase):
-            tensordict = tensordict.to(self.device)
-        return self.inner(tensordict)
+    def _moved(self, value: Any) -> Any:
+        return value.to(self.device) if isinstance(value, TensorDictBase) else value
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(self._moved(a) for a in args)
+        return self.inner(*args, **{k: self._moved(v) for k, v in kwargs.items()})
 
 
 def _compile_targets(graph: FragmentGraph) -> list[nn.Module]:

@@ -176,6 +176,73 @@ def test_single_device_passes_every_tensordict_argument_moved(by_keyword):
     assert loop.merge.seen[-1] == (torch.device("cpu"), torch.device("cpu"))
 
 
+class _Act(Fragment):
+    """A user act fragment calling a plain ``nn.Sequential`` actor on a tensor."""
+
+    def __init__(self, actor: nn.Module) -> None:
+        super().__init__(["observation"], ["action"], reads=actor)
+        self.actor = actor
+
+    def forward(self, td):
+        return td.set("action", self.actor(td["observation"]))
+
+
+class _Regress(Fragment):
+    """A user learner: one Adam step pulling the actor's action towards ``target``."""
+
+    impure = True
+    passthrough = False
+
+    def __init__(self, actor: nn.Module) -> None:
+        super().__init__(["observation", "target"], ["loss"], owns=actor)
+        self.actor = actor
+        self.optimizer = torch.optim.Adam(actor.parameters(), lr=1e-2)
+
+    def forward(self, td):
+        loss = (self.actor(td["observation"]) - td["target"]).pow(2).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return TensorDict(loss=loss.detach())
+
+
+class _SequentialLoop(nn.Module):
+    def __init__(self, wrapped: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.actor = nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 1))
+        if wrapped:
+            self.act = wrap(TensorDictModule(self.actor, ["observation"], ["action"]))
+        else:
+            self.act = _Act(self.actor)
+        self.learn = _Regress(self.actor)
+
+    def forward(self, td):
+        return self.learn(self.act(td))
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_single_device_compiles_a_sequential_actor(wrapped, caplog):
+    # an nn.Sequential called by a user fragment, or inside a TensorDictModule: both compiled
+    data = TensorDict(observation=torch.randn(8, 3), target=torch.randn(8, 1), batch_size=[8])
+    eager = _SequentialLoop(wrapped)
+    run(eager, "local", iterations=3, inputs=(data.clone(),), in_keys=["observation", "target"])
+    graphs: list[str] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        graphs.append(gm.code)  # what torch.compile handed its backend
+        return gm.forward
+
+    loop = _SequentialLoop(wrapped)
+    with caplog.at_level("INFO", logger="torchfrag.runtime.placed"):
+        run(loop, SingleDevicePolicy(device_name="cpu", compile=True, compile_backend=backend),
+            iterations=3, inputs=(data.clone(),), in_keys=["observation", "target"])
+    assert "single_device compiles 1 networks (backend" in caplog.text and "Sequential" in caplog.text
+    assert graphs and all("linear" in code and "tanh" in code for code in graphs)
+    assert loop.actor._compiled_call_impl is None  # compilation undone after the run
+    torch.testing.assert_close(params(loop), params(eager))
+
+
 def test_slice_seeds_match_pool():
     from torchfrag.envs.pool import per_env_seeds
 

@@ -126,6 +126,10 @@ class Fragment(TensorDictModuleBase):
     #: Computes every env's rows from that env's rows alone, so running it on env slices and
     #: concatenating equals running it on the whole batch (a policy may move it to the actors).
     per_env: bool = False
+    #: Python-number attributes (paths from the fragment) that ``forward`` changes and that are
+    #: deliberately per process (counters): placement does not report them as unsynced state
+    #: (:mod:`torchfrag.policies.python_state`). Other changing state belongs in a buffer.
+    local_state: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self,

@@ -44,12 +44,14 @@ def run_placed(loop_or_graph: nn.Module | FragmentGraph, policy: Any, iterations
                start: int = 0, factory: Any = None) -> Any:
     """Runs a loop under any non-local policy (see :func:`torchfrag.runtime.run`)."""
     from torchfrag.policies import as_policy
+    from torchfrag.policies.python_state import warn_unsynced_python_state
     from torchfrag.runtime.local import run as run_local
     from torchfrag.runtime.rpc import run_policy
 
     pol = as_policy(policy)
     graph = loop_or_graph if isinstance(loop_or_graph, FragmentGraph) else capture(loop_or_graph, in_keys=in_keys)
     placement = pol.place(graph)  # validates everything (devices included) before anything runs
+    warn_unsynced_python_state(placement)
     if placement.kind != "in_process":
         return run_policy(graph, pol, factory, iterations, hooks or (), tuple(inputs), start)
     device = pol.device("learner")

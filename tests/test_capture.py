@@ -268,3 +268,104 @@ def test_refusals_name_line_and_fix(loop_cls, line_text, words):
     line = _line_of(loop_cls.forward, line_text)
     assert f"{__file__}:{line}:" in msg, msg
     assert "fix:" in msg
+
+
+# -- fragments taking several TensorDicts (issue 25, defect 5) ----------------------------
+class Score(Fragment):
+    """A user fragment: ``value`` from its first TensorDict, ``target`` from its second."""
+
+    passthrough = True
+
+    def __init__(self, declared: bool = True, arg_in_keys=None):
+        if declared:
+            super().__init__(out_keys=["error"], arg_in_keys=arg_in_keys or [["value"], ["target"]])
+        else:
+            super().__init__(["value", "target"], ["error"])
+
+    def forward(self, pred, ref):
+        return pred.set("error", pred["value"] - ref["target"])
+
+
+class TwoInputs(nn.Module):
+    """A loop with two TensorDict inputs: predictions from ``obs``, targets from ``batch``."""
+
+    def __init__(self, declared: bool = True):
+        super().__init__()
+        self.critic = _lin("obs", "value", n_out=1)
+        self.targets = _lin("reward", "target", n_in=1, n_out=1)
+        self.score = Score(declared)
+
+    def forward(self, obs, batch):
+        pred = self.critic(obs)
+        ref = self.targets(batch)
+        return self.score(pred, ref)
+
+
+def _two_inputs(n: int = 3) -> tuple[TensorDict, TensorDict]:
+    return (TensorDict(obs=torch.randn(n, 2), batch_size=[n]),
+            TensorDict(reward=torch.randn(n, 1), batch_size=[n]))
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_every_tensordict_argument_is_a_data_edge(declared):
+    g = capture(TwoInputs(declared), in_keys={"obs": ["obs"], "batch": ["reward"]})
+    into_score = {(e.src, e.keys) for e in g.edges if e.dst == "score"}
+    assert into_score == {("critic", ("value",)), ("targets", ("target",))}
+    assert g.node("score").inputs == ("critic", "targets")
+    obs, batch = _two_inputs()
+    out = g(obs, batch)
+    expected = out["value"] - g.fragment("targets")(batch.clone())["target"]
+    torch.testing.assert_close(out["error"], expected)
+
+
+def test_missing_key_of_the_second_tensordict_is_refused_at_capture():
+    class Loop(TwoInputs):
+        def forward(self, obs, batch):
+            pred = self.critic(obs)
+            return self.score(pred, batch)  # batch holds `reward`, not `target`
+
+    with pytest.raises(MissingKeyError) as err:
+        capture(Loop(), in_keys={"obs": ["obs"], "batch": ["reward"]})
+    msg = str(err.value)
+    assert "fragment 'score' reads key 'target' from argument 1 (batch)" in msg, msg
+    assert "available: reward" in msg and "arg_in_keys" in msg
+    assert f":{_line_of(Loop.forward, 'return self.score(pred, batch)')}:" in msg
+
+
+def test_undeclared_keys_are_checked_against_all_tensordict_arguments():
+    class Loop(TwoInputs):
+        def forward(self, obs, batch):
+            return self.score(self.critic(obs), batch)
+
+    with pytest.raises(MissingKeyError,
+                       match="reads key 'target' from any of its TensorDict arguments"):
+        capture(Loop(declared=False), in_keys={"obs": ["obs"], "batch": ["reward"]})
+    # a key the second argument supplies is found there (it used to be looked up in the first only)
+    g = capture(Loop(declared=False), in_keys={"obs": ["obs"], "batch": ["target"]})
+    assert {(e.src, e.keys) for e in g.edges if e.dst == "score"} == {
+        ("critic", ("value",)), ("input:batch", ("target",))}
+
+
+def test_keyword_tensordict_argument_is_checked():
+    class Loop(TwoInputs):
+        def __init__(self):
+            super().__init__()
+            self.score = Score(arg_in_keys={0: ["value"], "ref": ["target"]})
+
+        def forward(self, obs, batch):
+            return self.score(self.critic(obs), ref=batch)
+
+    g = capture(Loop(), in_keys={"obs": ["obs"], "batch": ["target"]})
+    assert ("input:batch", "score", ("target",)) in [(e.src, e.dst, e.keys) for e in g.edges]
+    with pytest.raises(MissingKeyError,
+                       match=r"reads key 'target' from keyword argument 'ref' \(batch\)"):
+        capture(Loop(), in_keys={"obs": ["obs"], "batch": ["reward"]})
+
+
+def test_declared_argument_that_is_not_passed_is_refused():
+    class Loop(TwoInputs):
+        def forward(self, obs, batch):
+            return self.score(self.critic(obs))
+
+    with pytest.raises(CaptureError, match=r"declares keys for arguments \[1\] in arg_in_keys"):
+        capture(Loop(), in_keys={"obs": ["obs"], "batch": ["reward"]})

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
 
+from torchfrag.fragments import Fragment, wrap
 from torchfrag.graph import capture
 from torchfrag.policies import (
     ActorsPolicy,
@@ -128,6 +132,115 @@ def test_single_device_compile_path():
                                              compile_backend="aot_eager"), iterations=2)
     assert res.iterations == 2 and torch.isfinite(params(b)).all()
     torch.testing.assert_close(params(b), params(a), rtol=0, atol=5e-3)
+
+
+class _Merge(Fragment):
+    """A user fragment taking two TensorDicts; records the devices it was given."""
+
+    def __init__(self, by_keyword: bool) -> None:
+        second = "other" if by_keyword else 1
+        super().__init__(out_keys=["z"], arg_in_keys={0: ["y"], second: ["w"]})
+        self.seen: list[tuple[object, object]] = []
+
+    def forward(self, td, other=None):
+        self.seen.append((td.device, other.device))
+        return td.set("z", td["y"] + other["w"])
+
+
+class _TwoInputLoop(nn.Module):
+    def __init__(self, by_keyword: bool) -> None:
+        super().__init__()
+        self.f = wrap(TensorDictModule(nn.Linear(2, 2), ["x"], ["y"]))
+        self.merge = _Merge(by_keyword)
+        self.by_keyword = by_keyword
+
+    def forward(self, td, other):
+        if self.by_keyword:  # a Python constant: fx records only the branch taken
+            return self.merge(self.f(td), other=other)
+        return self.merge(self.f(td), other)
+
+
+@pytest.mark.parametrize("by_keyword", [False, True])
+def test_single_device_passes_every_tensordict_argument_moved(by_keyword):
+    torch.manual_seed(0)
+    loop = _TwoInputLoop(by_keyword)
+    td = TensorDict(x=torch.randn(3, 2), batch_size=[3])
+    other = TensorDict(w=torch.randn(3, 2), batch_size=[3])
+    expected = loop(td.clone(), other=other.clone())["z"]
+    # compile=True takes the device path even on the CPU (the "eager" backend keeps it fast)
+    policy = SingleDevicePolicy(device_name="cpu", compile=True, compile_backend="eager")
+    res = run(loop, policy, iterations=1, inputs=(td, other), in_keys={"td": ["x"], "other": ["w"]})
+    assert res.extra["device"] == "cpu"
+    torch.testing.assert_close(res.output["z"], expected)
+    # both TensorDicts were moved to the policy's device (inputs built without one)
+    assert loop.merge.seen[-1] == (torch.device("cpu"), torch.device("cpu"))
+
+
+class _Act(Fragment):
+    """A user act fragment calling a plain ``nn.Sequential`` actor on a tensor."""
+
+    def __init__(self, actor: nn.Module) -> None:
+        super().__init__(["observation"], ["action"], reads=actor)
+        self.actor = actor
+
+    def forward(self, td):
+        return td.set("action", self.actor(td["observation"]))
+
+
+class _Regress(Fragment):
+    """A user learner: one Adam step pulling the actor's action towards ``target``."""
+
+    impure = True
+    passthrough = False
+
+    def __init__(self, actor: nn.Module) -> None:
+        super().__init__(["observation", "target"], ["loss"], owns=actor)
+        self.actor = actor
+        self.optimizer = torch.optim.Adam(actor.parameters(), lr=1e-2)
+
+    def forward(self, td):
+        loss = (self.actor(td["observation"]) - td["target"]).pow(2).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return TensorDict(loss=loss.detach())
+
+
+class _SequentialLoop(nn.Module):
+    def __init__(self, wrapped: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.actor = nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 1))
+        if wrapped:
+            self.act = wrap(TensorDictModule(self.actor, ["observation"], ["action"]))
+        else:
+            self.act = _Act(self.actor)
+        self.learn = _Regress(self.actor)
+
+    def forward(self, td):
+        return self.learn(self.act(td))
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_single_device_compiles_a_sequential_actor(wrapped, caplog):
+    # an nn.Sequential called by a user fragment, or inside a TensorDictModule: both compiled
+    data = TensorDict(observation=torch.randn(8, 3), target=torch.randn(8, 1), batch_size=[8])
+    eager = _SequentialLoop(wrapped)
+    run(eager, "local", iterations=3, inputs=(data.clone(),), in_keys=["observation", "target"])
+    graphs: list[str] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        graphs.append(gm.code)  # what torch.compile handed its backend
+        return gm.forward
+
+    loop = _SequentialLoop(wrapped)
+    with caplog.at_level("INFO", logger="torchfrag.runtime.placed"):
+        run(loop, SingleDevicePolicy(device_name="cpu", compile=True, compile_backend=backend),
+            iterations=3, inputs=(data.clone(),), in_keys=["observation", "target"])
+    assert "single_device compiles 1 networks (backend" in caplog.text and "Sequential" in caplog.text
+    assert graphs and all("linear" in code and "tanh" in code for code in graphs)
+    assert loop.actor._compiled_call_impl is None  # compilation undone after the run
+    torch.testing.assert_close(params(loop), params(eager))
 
 
 def test_slice_seeds_match_pool():

@@ -139,6 +139,10 @@ class QLearn(Fragment):
         one_hot: Actions are one-hot vectors (else integer indices).
     """
 
+    #: Calls and gradient steps on this copy: per process by design (the learner's own clocks;
+    #: replicas of a replicated learner step in lockstep).
+    local_state = frozenset({"calls", "steps"})
+
     impure = True
     passthrough = False
     role = "learn"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -27,6 +27,31 @@ def _modules(objs: Iterable[Any] | Any | None) -> list[nn.Module]:
     return [o for o in objs if isinstance(o, nn.Module)]
 
 
+#: Keys read from each TensorDict argument: one list per position, or position/keyword -> keys.
+ArgInKeys = Sequence[Sequence[NestedKey]] | Mapping[int | str, Sequence[NestedKey]]
+
+
+def _per_argument_keys(arg_in_keys: ArgInKeys | None) -> dict[int | str, list[NestedKey]] | None:
+    """``arg_in_keys`` as a dict: argument position or keyword -> keys (``None`` stays ``None``)."""
+    if arg_in_keys is None:
+        return None
+    items = arg_in_keys.items() if isinstance(arg_in_keys, Mapping) else enumerate(arg_in_keys)
+    out: dict[int | str, list[NestedKey]] = {}
+    for slot, keys in items:
+        if not isinstance(slot, (int, str)):
+            raise TypeError("arg_in_keys: an argument is named by its position (int) or "
+                            f"keyword (str), got {slot!r}")
+        if isinstance(keys, (str, tuple)):
+            raise TypeError(f"arg_in_keys[{slot!r}] must be a list of keys, got {keys!r}")
+        out[slot] = unravel_key_list(list(keys))
+    return out
+
+
+def _unique_keys(keys: list[NestedKey]) -> list[NestedKey]:
+    """``keys`` without repeats, first occurrence first."""
+    return list(dict.fromkeys(keys))
+
+
 class Fragment(TensorDictModuleBase):
     """A node of a fragmented dataflow graph: TensorDict in, TensorDict out.
 
@@ -39,8 +64,18 @@ class Fragment(TensorDictModuleBase):
     Subclass it and implement :meth:`forward`, or wrap an existing TensorDict
     module in one line with :func:`wrap`.
 
+    A fragment may take several TensorDicts (``self.merge(td_a, td_b)``, or
+    keyword TensorDicts). Capture then draws a data edge from every one of them
+    and checks the keys read: per argument when ``arg_in_keys`` says what is read
+    from which (each declared key must be supplied by *that* argument), and
+    otherwise against their union (each of ``in_keys`` must be supplied by at
+    least one argument; keys read but not declared cannot be checked). The
+    output of a ``passthrough`` fragment carries the keys of its *first*
+    TensorDict argument plus ``out_keys``.
+
     Args:
-        in_keys: Keys read from the input TensorDict.
+        in_keys: Keys read from the input TensorDict(s). With ``arg_in_keys``,
+            the keys it declares are added.
         out_keys: Keys written to the output TensorDict.
         impure: Whether calling the fragment has side effects.
         owns: Modules whose parameters this fragment updates.
@@ -51,6 +86,11 @@ class Fragment(TensorDictModuleBase):
             ``out_keys`` (the TorchRL convention of writing into the input);
             ``False`` when the output is a fresh TensorDict holding only
             ``out_keys`` (metrics, a rollout).
+        arg_in_keys: For a fragment taking several TensorDicts, the keys read from
+            each: a sequence (one key list per positional TensorDict argument, in
+            order) or a mapping from argument position (``int``) or keyword name
+            (``str``) to its keys. Stored as :attr:`arg_in_keys` (a dict, or
+            ``None`` when undeclared).
 
     Example:
         >>> import torch
@@ -63,6 +103,16 @@ class Fragment(TensorDictModuleBase):
         ...         return td.set("y", td["x"] * 2)
         >>> Double()(TensorDict(x=torch.ones(2), batch_size=[2]))["y"]
         tensor([2., 2.])
+
+        Two TensorDict inputs, each with the keys read from it:
+
+        >>> class Add(Fragment):
+        ...     def __init__(self):
+        ...         super().__init__(out_keys=["z"], arg_in_keys=[["x"], ["y"]])
+        ...     def forward(self, a, b):
+        ...         return a.set("z", a["x"] + b["y"])
+        >>> Add().in_keys, Add().arg_in_keys
+        (['x', 'y'], {0: ['x'], 1: ['y']})
     """
 
     #: Class-level default for :attr:`impure`; subclasses with side effects set ``True``.
@@ -76,6 +126,10 @@ class Fragment(TensorDictModuleBase):
     #: Computes every env's rows from that env's rows alone, so running it on env slices and
     #: concatenating equals running it on the whole batch (a policy may move it to the actors).
     per_env: bool = False
+    #: Python-number attributes (paths from the fragment) that ``forward`` changes and that are
+    #: deliberately per process (counters): placement does not report them as unsynced state
+    #: (:mod:`torchfrag.policies.python_state`). Other changing state belongs in a buffer.
+    local_state: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self,
@@ -87,9 +141,12 @@ class Fragment(TensorDictModuleBase):
         reads: Iterable[nn.Module] | nn.Module | None = None,
         passthrough: bool | None = None,
         state: Iterable[Any] | None = None,
+        arg_in_keys: ArgInKeys | None = None,
     ) -> None:
         super().__init__()
-        self.in_keys = unravel_key_list(list(in_keys))
+        self.arg_in_keys = _per_argument_keys(arg_in_keys)
+        declared = [k for keys in (self.arg_in_keys or {}).values() for k in keys]
+        self.in_keys = _unique_keys(unravel_key_list(list(in_keys)) + declared)
         self.out_keys = unravel_key_list(list(out_keys))
         if impure is not None:
             self.impure = bool(impure)

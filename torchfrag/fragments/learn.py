@@ -71,6 +71,9 @@ class Learn(Fragment):
         ['grad_norm', 'loss', 'loss_mse', 'lr']
     """
 
+    #: Calls on this copy: per process by design (every learner replica counts its own).
+    local_state = frozenset({"calls"})
+
     impure = True
     passthrough = False
     role = "learn"

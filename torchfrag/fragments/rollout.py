@@ -144,6 +144,9 @@ class Rollout(Fragment):
         ['act', 'env_step']
     """
 
+    #: Frames this copy collected: per process by design (the runtime counts frames itself).
+    local_state = frozenset({"frames"})
+
     impure = True
     passthrough = False
     role = "rollout"
@@ -252,6 +255,9 @@ class Collect(Fragment):
         >>> Collect(batches, out_keys=["x"])()["x"].shape
         torch.Size([2])
     """
+
+    #: Frames this copy collected: per process by design (the runtime counts frames itself).
+    local_state = frozenset({"frames"})
 
     impure = True
     passthrough = False

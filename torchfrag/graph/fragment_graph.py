@@ -53,6 +53,122 @@ def _has(avail: Mapping[Key, str], key: Key) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _CallInput:
+    """One TensorDict argument of a fragment call.
+
+    Attributes:
+        slot: Argument position (``int``) or keyword (``str``).
+        value: The traced value passed (an fx node), or a constant.
+        keys: Keys it carries -> name of their producer; ``None`` when unknown.
+    """
+
+    slot: int | str
+    value: Any
+    keys: dict[Key, str] | None
+
+    def describe(self) -> str:
+        """``argument 1 (b)`` / ``keyword argument 'other' (b)``."""
+        if isinstance(self.slot, int):
+            what = f"argument {self.slot}"
+        else:
+            what = f"keyword argument {self.slot!r}"
+        name = getattr(self.value, "name", None)
+        return f"{what} ({name})" if name else what
+
+
+def _call_inputs(node: fx.Node, avail: Mapping[Any, Any], loc: Any) -> list[_CallInput]:
+    """The TensorDict arguments of fragment call ``node`` (positional, then keyword) and their keys.
+
+    A call that passes no traced value reads from nothing (no argument) or from a
+    constant whose keys are unknown.
+    """
+    slots: list[tuple[int | str, Any]] = [
+        (i, a) for i, a in enumerate(node.args) if isinstance(a, fx.Node)]
+    slots += [(k, v) for k, v in node.kwargs.items() if isinstance(v, fx.Node)]
+    if not slots:
+        arg = node.args[0] if node.args else None
+        return [_CallInput(0, arg, {} if arg is None else None)]
+    out = []
+    for slot, value in slots:
+        keys = avail.get(value)
+        if isinstance(keys, list):
+            raise CaptureError(
+                f"{node.target} received the whole tuple returned by a multi-output fragment",
+                loc, "unpack it first: `a, b = self.frag(td)`")
+        out.append(_CallInput(slot, value, keys))
+    return out
+
+
+def _planned_reads(node: fx.Node, mod: TensorDictModuleBase, inputs: list[_CallInput],
+                   loc: Any) -> list[tuple[Key, list[_CallInput]]]:
+    """Each key the call reads with the arguments that may supply it.
+
+    Keys declared per argument (``arg_in_keys``) come from that argument; otherwise
+    any argument may supply any of ``in_keys``.
+    """
+    declared = getattr(mod, "arg_in_keys", None)
+    if declared is None:
+        return [(_k(key), inputs) for key in mod.in_keys]
+    by_slot = {i.slot: i for i in inputs}
+    unknown = [slot for slot in declared if slot not in by_slot]
+    if unknown:
+        raise CaptureError(
+            f"fragment {node.target!r} declares keys for arguments {unknown} in arg_in_keys, "
+            f"but this call passes TensorDicts as arguments {list(by_slot)}",
+            loc,
+            "pass every TensorDict the fragment reads, or fix its arg_in_keys",
+        )
+    return [(_k(key), [by_slot[slot]]) for slot, keys in declared.items() for key in keys]
+
+
+def _supplier(candidates: list[_CallInput], key: Key) -> str | None:
+    """Producer of ``key`` in the first candidate argument that carries it (``None``: none does)."""
+    for c in candidates:
+        src = _has(c.keys, key) if c.keys is not None else None
+        if src is not None:
+            return src
+    return None
+
+
+def _check_reads(node: fx.Node, mod: TensorDictModuleBase, inputs: list[_CallInput],
+                 loc: Any) -> dict[str, list[str]]:
+    """Checks that the call's arguments supply every key it reads; producer -> keys read from it.
+
+    Raises:
+        MissingKeyError: No candidate argument supplies a key (keys of an argument
+            that are unknown at capture are not checked).
+    """
+    producers: dict[str, list[str]] = {}
+    for key, candidates in _planned_reads(node, mod, inputs, loc):
+        src = _supplier(candidates, key)
+        if src is not None:
+            producers.setdefault(src, []).append(key_str(key))
+        elif all(c.keys is not None for c in candidates):
+            raise _missing_key(node, key, candidates, several=len(inputs) > 1, loc=loc)
+    return producers
+
+
+def _missing_key(node: fx.Node, key: Key, candidates: list[_CallInput], several: bool,
+                 loc: Any) -> MissingKeyError:
+    """The error for ``key``, read by ``node`` and supplied by none of ``candidates``."""
+    known = ", ".join(sorted({key_str(k) for c in candidates for k in c.keys or {}})) or "none"
+    where = ""
+    if several:
+        where = " from " + (
+            candidates[0].describe() if len(candidates) == 1 else
+            "any of its TensorDict arguments " + ", ".join(c.describe() for c in candidates))
+    return MissingKeyError(
+        f"fragment {node.target!r} reads key {key_str(key)!r}{where}, which no upstream "
+        f"fragment writes and no input supplies (available: {known})",
+        loc,
+        "produce the key in an earlier fragment, or declare it as an input: "
+        "capture(loop, in_keys=[...])" + (
+            "; a fragment taking several TensorDicts says which keys it reads from each with "
+            "Fragment(arg_in_keys=...)" if several else ""),
+    )
+
+
 @dataclass
 class FragmentNode:
     """One fragment call in a :class:`FragmentGraph`.
@@ -195,28 +311,11 @@ class FragmentGraph:
                        avail: dict, by_node: dict) -> None:
         from torchfrag.fragments.base import Fragment
 
-        arg = node.args[0] if node.args else None
-        src_avail = avail.get(arg, None) if isinstance(arg, fx.Node) else ({} if arg is None else None)
-        if isinstance(src_avail, list):
-            raise CaptureError(
-                f"{node.target} received the whole tuple returned by a multi-output fragment",
-                loc, "unpack it first: `a, b = self.frag(td)`")
+        inputs = _call_inputs(node, avail, loc)
+        src_avail = inputs[0].keys
         in_keys = tuple(_k(k) for k in mod.in_keys)
         out_keys = tuple(_k(k) for k in mod.out_keys)
-        producers: dict[str, list[str]] = {}
-        if src_avail is not None:
-            for key in in_keys:
-                src = _has(src_avail, key)
-                if src is None:
-                    known = ", ".join(sorted(key_str(k) for k in src_avail)) or "none"
-                    raise MissingKeyError(
-                        f"fragment {node.target!r} reads key {key_str(key)!r}, which no upstream "
-                        f"fragment writes and no input supplies (available: {known})",
-                        loc,
-                        "produce the key in an earlier fragment, or declare it as an input: "
-                        "capture(loop, in_keys=[...])",
-                    )
-                producers.setdefault(src, []).append(key_str(key))
+        producers = _check_reads(node, mod, inputs, loc)
         impure = bool(getattr(mod, "impure", False))
         # outputs
         if isinstance(mod, Fragment):
@@ -235,11 +334,10 @@ class FragmentGraph:
                 d[k] = node.name if (k in out_keys or src_avail is None or k not in src_avail) else src_avail[k]
             outs.append(d)
         avail[node] = outs[0] if len(outs) == 1 else outs
-        arg_src = self._origin(arg, by_node)
-        inputs = tuple([arg_src] if arg_src else [])
+        origins = [o for o in dict.fromkeys(self._origin(i.value, by_node) for i in inputs) if o]
         kind = mod.describe() if isinstance(mod, Fragment) else type(mod).__name__
         fnode = FragmentNode(node.name, str(node.target), kind, in_keys, out_keys, impure,
-                             inputs, loc, mod)
+                             tuple(origins), loc, mod)
         node.meta["fragment"] = fnode
         node.meta["in_keys"] = in_keys
         node.meta["out_keys"] = out_keys
@@ -248,8 +346,9 @@ class FragmentGraph:
         self.nodes.append(fnode)
         for src, keys in producers.items():
             self.edges.append(DataEdge(src, node.name, tuple(keys)))
-        if arg_src and arg_src not in producers:
-            self.edges.append(DataEdge(arg_src, node.name, ()))
+        for origin in origins:
+            if origin not in producers:
+                self.edges.append(DataEdge(origin, node.name, ()))
 
     def _origin(self, arg: Any, by_node: dict) -> str | None:
         while isinstance(arg, fx.Node):

@@ -647,6 +647,11 @@ class MultiLearnerPolicy(Policy):
 class SingleDevicePolicy(Policy):
     """All fragments on one device (GPU where present), networks compiled with ``torch.compile``.
 
+    With ``compile`` set, every *network* a fragment holds is compiled: each outermost plain
+    torch module with parameters and no TensorDict module inside (an ``nn.Sequential``, a
+    TorchRL ``MLP``, a user's ``nn.Module``; see
+    :func:`torchfrag.runtime.placed.compile_targets`), and one log line lists them.
+
     Attributes:
         device_name: The device (``"cuda"`` by default; ``"cpu"`` is the
             fallback when ``fallback_cpu`` is set and CUDA is absent).

@@ -25,7 +25,7 @@ from torchfrag.graph import FragmentGraph, capture
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["run_placed", "policy_name", "on_device"]
+__all__ = ["run_placed", "policy_name", "on_device", "compile_targets", "is_network"]
 
 
 def policy_name(policy: Any) -> str:
@@ -44,12 +44,14 @@ def run_placed(loop_or_graph: nn.Module | FragmentGraph, policy: Any, iterations
                start: int = 0, factory: Any = None) -> Any:
     """Runs a loop under any non-local policy (see :func:`torchfrag.runtime.run`)."""
     from torchfrag.policies import as_policy
+    from torchfrag.policies.python_state import warn_unsynced_python_state
     from torchfrag.runtime.local import run as run_local
     from torchfrag.runtime.rpc import run_policy
 
     pol = as_policy(policy)
     graph = loop_or_graph if isinstance(loop_or_graph, FragmentGraph) else capture(loop_or_graph, in_keys=in_keys)
     placement = pol.place(graph)  # validates everything (devices included) before anything runs
+    warn_unsynced_python_state(placement)
     if placement.kind != "in_process":
         return run_policy(graph, pol, factory, iterations, hooks or (), tuple(inputs), start)
     device = pol.device("learner")
@@ -64,31 +66,93 @@ def run_placed(loop_or_graph: nn.Module | FragmentGraph, policy: Any, iterations
 
 
 class _ToDevice(nn.Module):
-    """Moves a fragment's TensorDict input to ``device`` (and, for env steps, back to the env's device)."""
+    """Calls a fragment with every TensorDict argument, positional or keyword, on ``device``."""
 
     def __init__(self, inner: nn.Module, device: str) -> None:
         super().__init__()
         self.inner = inner
         self.device = torch.device(device)
 
-    def forward(self, tensordict: TensorDictBase | None = None) -> Any:
-        if isinstance(tensordict, TensorDictBase):
-            tensordict = tensordict.to(self.device)
-        return self.inner(tensordict)
+    def _moved(self, value: Any) -> Any:
+        return value.to(self.device) if isinstance(value, TensorDictBase) else value
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(self._moved(a) for a in args)
+        return self.inner(*args, **{k: self._moved(v) for k, v in kwargs.items()})
 
 
-def _compile_targets(graph: FragmentGraph) -> list[nn.Module]:
-    from tensordict.nn import TensorDictModule
+def _holds_tensordicts(module: nn.Module) -> bool:
+    """Whether ``module`` takes TensorDicts: a fragment, TorchRL module or loss, or an env."""
+    from tensordict.nn import TensorDictModuleBase
+    from torchrl.envs import EnvBase
 
+    return isinstance(module, (TensorDictModuleBase, EnvBase)) or hasattr(module, "in_keys")
+
+
+def is_network(module: nn.Module) -> bool:
+    """Whether ``single_device`` compiles ``module`` as one network.
+
+    A network is a callable plain torch module (it defines ``forward``: not a
+    ``ModuleList``/``ModuleDict``) with parameters and with no TensorDict module or
+    env anywhere inside it: an ``nn.Sequential``, a TorchRL ``MLP``, a user's
+    ``nn.Module``.
+
+    Example:
+        >>> from torch import nn
+        >>> from tensordict.nn import TensorDictModule
+        >>> from torchfrag.runtime.placed import is_network
+        >>> net = nn.Sequential(nn.Linear(2, 2), nn.Tanh())
+        >>> is_network(net), is_network(TensorDictModule(net, ["x"], ["y"])), is_network(nn.Tanh())
+        (True, False, False)
+    """
+    if type(module).forward is nn.Module.forward or next(module.parameters(), None) is None:
+        return False
+    return not any(_holds_tensordicts(m) for m in module.modules())
+
+
+def compile_targets(graph: FragmentGraph) -> list[nn.Module]:
+    """The networks ``single_device`` compiles: the outermost :func:`is_network` modules of each fragment.
+
+    Found by walking every fragment's registered submodules (through TensorDict
+    modules, losses and containers, which are not compiled themselves); each
+    network once, however many fragments share it.
+    """
     seen: set[int] = set()
-    out = []
-    for n in graph.nodes:
-        for m in n.module.modules():
-            if isinstance(m, TensorDictModule) and not hasattr(m.module, "in_keys") and \
-                    any(True for _ in m.module.parameters()) and id(m.module) not in seen:
-                seen.add(id(m.module))
-                out.append(m.module)
+    out: list[nn.Module] = []
+
+    def visit(module: nn.Module) -> None:
+        if id(module) in seen:
+            return
+        seen.add(id(module))
+        if is_network(module):
+            out.append(module)
+            return
+        for child in module.children():
+            visit(child)
+
+    for node in graph.nodes:
+        visit(node.module)
     return out
+
+
+def _compile_in_place(module: nn.Module, backend: str) -> None:
+    """Compiles every call of ``module`` in place (undone by ``module._compiled_call_impl = None``).
+
+    What ``nn.Module.compile`` does, through a function of this module: ``torch.compile``
+    skips frames in ``torch.nn``, so ``nn.Module.compile`` (which compiles the module's
+    ``_call_impl``) silently leaves an ``nn.Sequential``, ``nn.Linear``, ... uncompiled.
+    Parameters, state-dict keys and hooks are unchanged.
+    """
+    call_impl = module._call_impl
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return call_impl(*args, **kwargs)
+
+    # Dynamo caches compiled graphs on the code object, guarded by the module's structure
+    # but not its backend: a code object of its own keeps a later run from reusing a graph
+    # that an earlier run compiled with another backend.
+    call.__code__ = call.__code__.replace()
+    module._compiled_call_impl = torch.compile(call, backend=backend, dynamic=True)
 
 
 def _param_device(module: nn.Module) -> torch.device:
@@ -128,8 +192,9 @@ def on_device(graph: FragmentGraph, device: str, compile: bool = False,
     Args:
         graph: The captured loop.
         device: Target device.
-        compile: Compile every network (``nn.Module.compile``, in place: parameters
-            and state-dict keys are unchanged) and the rollouts' bodies.
+        compile: Compile every network (:func:`compile_targets`: plain torch modules with
+            parameters, ``nn.Sequential`` included; in place: parameters and state-dict keys
+            are unchanged) and the rollouts' bodies. One log line lists the compiled networks.
         backend: ``torch.compile`` backend (``"inductor"``, ``"aot_eager"``, ``"eager"``).
     """
     from torchrl.envs import EnvBase
@@ -142,9 +207,12 @@ def on_device(graph: FragmentGraph, device: str, compile: bool = False,
     home = _param_device(graph.loop)
     graph.loop.to(dev)
     _move_optimizer_state(graph.loop, dev)
-    compiled = _compile_targets(graph) if compile else []
+    compiled = compile_targets(graph) if compile else []
     for m in compiled:
-        m.compile(backend=backend, dynamic=True)
+        _compile_in_place(m, backend)
+    if compile:
+        logger.info("single_device compiles %d networks (backend %s): %s", len(compiled), backend,
+                    ", ".join(type(m).__name__ for m in compiled) or "none")
     moved: list[tuple[Any, str, nn.Module]] = []
     undo: list[Any] = []
     gm = graph.module

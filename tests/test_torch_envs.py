@@ -402,7 +402,7 @@ def test_fused_rollout_compiled_equals_eager(device: str) -> None:
     for compile in (False, True):
         env = make("CartPole-v1", 32, seed=5, device=dev)
         torch.manual_seed(0)
-        net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+        net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2)).to(dev)
         policy = TensorDictModule(lambda obs: net(obs).argmax(-1), ["observation"], ["action"])
         rollout = Rollout(policy, env, steps=40)
         undo = fuse_rollout(rollout, compile=compile)
@@ -454,6 +454,28 @@ def test_single_device_fused_learns_cartpole(device: str) -> None:
     assert best["eval"] >= 475, best
     # Afterwards the loop is back where it was.
     assert loop.env._state.device.type == "cpu"
+
+
+def test_on_device_moves_every_env_through_its_own_to(monkeypatch) -> None:
+    """``single_device`` must call each env's ``to``: ``nn.Module.to`` on the loop reaches a
+    child env only through ``_apply``, which leaves a BatchedEnv's state where it was (on an
+    H100 the fused PPO then met CPU observations with CUDA weights). Checked here with a spy,
+    since on a CPU-only machine the target device is the env's own."""
+    from torchfrag.graph import capture
+    from torchfrag.runtime.placed import on_device
+
+    loop = _ppo_loop(4, 8, minibatch_size=16, total_frames=32)
+    calls: list[str] = []
+    original = type(loop.env).to
+
+    def spy(self, device):
+        calls.append(str(torch.device(device)))
+        return original(self, device)
+
+    monkeypatch.setattr(type(loop.env), "to", spy)
+    with on_device(capture(loop), "cpu"):
+        assert calls == ["cpu"]
+    assert calls == ["cpu", "cpu"]  # and back where it was on exit
 
 
 def test_single_device_keeps_the_cpp_pool_eager() -> None:

@@ -206,6 +206,10 @@ def on_device(graph: FragmentGraph, device: str, compile: bool = False,
     envs = {id(m): (m, m.device) for m in graph.loop.modules() if isinstance(m, EnvBase)}
     home = _param_device(graph.loop)
     graph.loop.to(dev)
+    # nn.Module.to reaches a child env only through _apply (its parameters and buffers): an
+    # env's own ``to`` moves its specs and its state (a BatchedEnv's physics, seeds, counters).
+    for env, _ in envs.values():
+        env.to(dev)
     _move_optimizer_state(graph.loop, dev)
     compiled = compile_targets(graph) if compile else []
     for m in compiled:

@@ -16,6 +16,8 @@ Example:
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 __all__ = ["mix64", "counter_uniform", "env_seeds"]
@@ -45,6 +47,20 @@ def mix64(x: torch.Tensor) -> torch.Tensor:
     return x ^ _shr(x, 31)
 
 
+@functools.lru_cache(maxsize=None)
+def _draw_offsets(k: int) -> tuple[int, ...]:
+    """``j * _DRAW`` for ``j`` in ``1..k``, wrapped to int64, as Python ints.
+
+    Draw ``j`` adds its own scalar rather than ``arange(1, k + 1) * _DRAW``:
+    under ``torch.compile`` that product becomes an index expression, and
+    Triton rejects a 64-bit constant times an index (``Scalar ... is out of
+    range for type int32``, seen on an H100 with torch 2.11). A scalar operand
+    is an int64 kernel constant, and no device tensor is made per call.
+    """
+    mask = (1 << 64) - 1
+    return tuple(_signed((j * (_DRAW & mask)) & mask) for j in range(1, k + 1))
+
+
 def counter_uniform(seeds: torch.Tensor, episode: torch.Tensor, step: int | torch.Tensor,
                     k: int) -> torch.Tensor:
     """``k`` float64 uniforms in ``[0, 1)`` per env, a pure function of its arguments.
@@ -62,8 +78,8 @@ def counter_uniform(seeds: torch.Tensor, episode: torch.Tensor, step: int | torc
         # A Python int product would overflow instead of wrapping: multiply as int64.
         step = torch.full_like(seeds, step)
     base = mix64(seeds * _GOLDEN + episode) + step * _STEP
-    j = torch.arange(1, k + 1, dtype=torch.int64, device=seeds.device)
-    bits = mix64(mix64(base).unsqueeze(-1) + j * _DRAW)
+    mixed = mix64(base)
+    bits = mix64(torch.stack([mixed + c for c in _draw_offsets(k)], dim=-1))
     return _shr(bits, 11).to(torch.float64) * (2.0 ** -53)
 
 

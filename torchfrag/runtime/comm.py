@@ -22,7 +22,7 @@ from torch import nn
 
 from torchfrag.graph import FragmentGraph
 from torchfrag.runtime.launcher import Cluster, WorkerDied, WorkerError, WorkerTimeout
-from torchfrag.runtime.state_sync import pack_state
+from torchfrag.runtime.state_sync import pack_state, rebase
 
 logger = logging.getLogger(__name__)
 
@@ -193,15 +193,21 @@ class RpcExecutor:
         return self._state_cached
 
     def merge_produced(self, produced: Sequence[list[list[torch.Tensor]]]) -> None:
-        """Folds the actors' produced state (running statistics) into the driver's fragments."""
+        """Folds the actors' produced state (running statistics) into the driver's fragments.
+
+        Args:
+            produced: Per actor, per fragment of the chain, what its run added to the state it
+                started from (:func:`~torchfrag.runtime.state_sync.produced_delta`). Each is
+                rebased on the driver's current state, so every fragment merges replicas that
+                all started from ``base``, whatever version each actor actually held.
+        """
         if not produced:
             return
         for i, frag in enumerate(self.state_frags):
             base = {k: v.detach().clone() for k, v in frag.produced_state().items()}
             if not base:
                 continue
-            keys = list(base)
-            frag.merge_produced_state(base, [dict(zip(keys, p[i])) for p in produced])
+            frag.merge_produced_state(base, [rebase(base, p[i]) for p in produced])
             if self.reduce_produced is not None:
                 self.reduce_produced(frag, base)
 

@@ -25,6 +25,7 @@ from torchfrag.runtime.comm import Calls, CommStats, RpcExecutor, graph_module_w
 from torchfrag.runtime.gradsync import install_gradient_sync
 from torchfrag.runtime.launcher import Cluster
 from torchfrag.runtime.replicated_rollout import actor_chain, actor_sizes, install_actors, setup_actor
+from torchfrag.runtime.state_sync import allreduce_produced
 from torchfrag.runtime.worker import WORKER, _remote_dp_iterate, _remote_dp_setup, _remote_setup, worker_extra
 
 logger = logging.getLogger(__name__)
@@ -50,29 +51,9 @@ def reduce_produced(frag: Any, base: dict[str, Any]) -> None:
     """Merges a fragment's produced state (running statistics) over the learners' process group.
 
     Every learner starts the iteration from the same state ``base`` (the previous merge) and
-    has folded its own actors' state in; as :func:`~torchfrag.fragments.base.merge_states`:
-    floating-point entries are averaged, integer counters get every learner's increment.
+    has folded its own actors' state in (:func:`~torchfrag.runtime.state_sync.allreduce_produced`).
     """
-    import torch
-    import torch.distributed as dist
-
-    world = dist.get_world_size()
-    merged = {}
-    for k, v in frag.produced_state().items():
-        if v.dtype == torch.bool:
-            continue
-        t = v.detach().clone()
-        if t.is_floating_point() or t.is_complex():
-            dist.all_reduce(t)
-            t /= world
-        else:
-            start = base[k].to(t.device)
-            t -= start
-            dist.all_reduce(t)
-            t += start
-        merged[k] = t
-    if merged:
-        frag.load_produced_state(merged)
+    allreduce_produced(frag, base)
 
 
 class _LearnersIteration:

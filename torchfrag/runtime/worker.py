@@ -17,7 +17,7 @@ from tensordict import TensorDictBase
 
 from torchfrag.graph import FragmentGraph, capture
 from torchfrag.runtime.gradsync import install_gradient_sync
-from torchfrag.runtime.state_sync import unpack_state
+from torchfrag.runtime.state_sync import produced_delta, snapshot, unpack_state
 
 __all__ = ["WORKER", "REWARD", "worker_extra"]
 
@@ -138,8 +138,11 @@ def _remote_rollout(state: dict[torch.dtype, torch.Tensor] | None, version: int
         ``(batch, state version, raw reward, produced state)``; the raw reward is the
         rollout's own ``("next", "reward")`` when a later fragment of the chain replaced it
         (reward scaling), for the driver's episode statistics, else ``None``; the produced
-        state is each fragment's :meth:`~torchfrag.fragments.Fragment.produced_state` values
-        after the run (merged back on the driver).
+        state is what this run added to each fragment's
+        :meth:`~torchfrag.fragments.Fragment.produced_state`
+        (:func:`~torchfrag.runtime.state_sync.produced_delta`, relative to the state this
+        actor held when the run started: the driver's version ``state`` when it came, else
+        the actor's own), which the driver merges into its current state.
     """
     with _WORKER["lock"]:
         chain = _WORKER.get("chain") or [_WORKER["fragment"]]
@@ -147,6 +150,7 @@ def _remote_rollout(state: dict[torch.dtype, torch.Tensor] | None, version: int
             for frag, values in zip(chain, unpack_state(state, [f.shared_state() for f in chain])):
                 frag.load_shared_state(values)
             _WORKER["version"] = version
+        before = [snapshot(frag.produced_state()) for frag in chain]
         raw = None
         with torch.inference_mode():
             batch = chain[0]()
@@ -156,8 +160,7 @@ def _remote_rollout(state: dict[torch.dtype, torch.Tensor] | None, version: int
                 batch = frag(batch)
         if raw is not None and batch.get(_REWARD) is raw:
             raw = None
-        produced = [[v.detach().to("cpu", copy=True) for v in frag.produced_state().values()]
-                    for frag in chain]
+        produced = [produced_delta(b, frag.produced_state()) for b, frag in zip(before, chain)]
         if _WORKER.get("device", "cpu") != "cpu":  # the driver gets CPU tensors, whatever the device
             batch = batch.to("cpu")
             raw = raw.to("cpu") if raw is not None else None

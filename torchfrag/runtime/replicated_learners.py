@@ -21,7 +21,7 @@ from typing import Any
 
 from torch import nn
 
-from torchfrag.runtime.comm import Calls, CommStats, RpcExecutor, graph_module_with, total_envs
+from torchfrag.runtime.comm import Calls, CommStats, RpcExecutor, add_replica_frames, graph_module_with, total_envs
 from torchfrag.runtime.gradsync import install_gradient_sync
 from torchfrag.runtime.launcher import Cluster
 from torchfrag.runtime.replicated_rollout import actor_chain, actor_sizes, install_actors, setup_actor
@@ -86,12 +86,8 @@ def finish_learners_iteration(ex: RpcExecutor, out: Any) -> Any:
     """
     futs, learners = ex.__dict__.pop("learner_futs", ([], []))
     results = ex.calls.wait(futs, learners, count_bytes=False)
-    ro = ex.graph.fragment(ex.rollout_node) if ex.rollout_node is not None else None
-    totals = ex.__dict__.setdefault("learner_frames", [0] * len(results))
-    for j, r in enumerate(results):
-        if ro is not None and hasattr(ro, "frames"):
-            ro.frames += int(r["frames"]) - totals[j]
-        totals[j] = int(r["frames"])
+    add_replica_frames(ex, results)
+    for r in results:
         comm = r.get("comm") or {}
         ex.stats.bytes_sent += int(comm.get("sent", 0))
         ex.stats.bytes_received += int(comm.get("received", 0))

@@ -38,7 +38,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["allreduce_produced", "pack_state", "produced_delta", "rebase", "snapshot", "unpack_state"]
+__all__ = ["allreduce_produced", "pack_state", "produced_bases", "produced_delta", "rebase", "snapshot",
+           "unpack_state"]
 
 
 def pack_state(groups: Sequence[Mapping[str, torch.Tensor]]) -> dict[torch.dtype, torch.Tensor]:
@@ -164,3 +165,18 @@ def allreduce_produced(frag: Any, base: Mapping[str, torch.Tensor]) -> None:
         merged[key] = t
     if merged:
         frag.load_produced_state(merged)
+
+
+def produced_bases(fragments: Sequence[Any]) -> list[tuple[Any, dict[str, torch.Tensor]]]:
+    """``(fragment, snapshot of its produced state)`` for each distinct fragment that has some.
+
+    Taken when an iteration starts, these are the common ``base`` of
+    :func:`allreduce_produced` when it ends.
+    """
+    out, seen = [], set()
+    for frag in fragments:
+        state = frag.produced_state()
+        if state and id(frag) not in seen:
+            seen.add(id(frag))
+            out.append((frag, snapshot(state)))
+    return out

@@ -721,7 +721,8 @@ class Placement:
     def kind(self) -> str:
         """The executor this placement needs, from its shape (never from the policy's name).
 
-        * ``replicated_loop``: every fragment on a replicated role (each replica runs the loop);
+        * ``replicated_loop``: every fragment on one replicated role that includes the driver
+          (each replica, the driver too, runs the loop);
         * ``replicated_rollout`` / ``async_replicated_rollout``: a rollout (and the chain after
           it) on a replicated role, the rest on the driver; async when the policy bounds
           staleness;
@@ -731,7 +732,7 @@ class Placement:
         * ``env_calls``: a rollout's env step placed on workers, its act on the driver;
         * ``in_process``: everything on the driver.
         """
-        if self.roles and all(r != "learner" for r in self.roles.values()):
+        if self.roles and self._driver_runs_every_node():
             return "replicated_loop"
         if any(self.roles[n] != "learner" for n in self.roles):
             if getattr(self.policy, "learners", None) is not None:
@@ -741,6 +742,18 @@ class Placement:
         if self.env_split:
             return "env_calls"
         return "in_process"
+
+    def _driver_runs_every_node(self) -> bool:
+        """Whether every node is on one replicated role whose processes include the driver.
+
+        That is a replicated loop (every rank, the driver too, runs the whole loop). A role of
+        worker processes alone (the actors of a collection-only loop) holding every node is a
+        replicated rollout with nothing left on the driver but the stub that gathers it.
+        """
+        roles = set(self.roles.values())
+        if len(roles) != 1 or "learner" in roles:
+            return False
+        return self.workers(next(iter(roles))) == self.policy.num_workers + 1
 
 
 def as_policy(policy: Any) -> Policy:

@@ -22,11 +22,11 @@ from torch import nn
 
 from torchfrag.graph import FragmentGraph
 from torchfrag.runtime.launcher import Cluster, WorkerDied, WorkerError, WorkerTimeout
-from torchfrag.runtime.state_sync import pack_state
+from torchfrag.runtime.state_sync import pack_state, rebase
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Calls", "CommStats", "Passthrough", "RpcExecutor", "cat_raw", "envs_of", "graph_module_with",
+__all__ = ["Calls", "CommStats", "Passthrough", "RpcExecutor", "add_replica_frames", "cat_raw", "envs_of", "graph_module_with",
            "nbytes", "split_sizes", "total_envs"]
 
 
@@ -172,6 +172,8 @@ class RpcExecutor:
     iteration: int = 0
     dp_opts: list[tuple[Any, Any]] = field(default_factory=list)
     state_frags: list[Any] = field(default_factory=list)
+    #: Per replica (``data_parallel``) or learner (``multi_learner``): node -> frames it last reported.
+    replica_frames: list[dict[str, int]] = field(default_factory=list)
     #: ``reduce(fragment, base)``: merges a fragment's produced state over several learners
     #: after its own actors' were folded in (``multi_learner``); ``None``: one learner.
     reduce_produced: Any = None
@@ -193,15 +195,21 @@ class RpcExecutor:
         return self._state_cached
 
     def merge_produced(self, produced: Sequence[list[list[torch.Tensor]]]) -> None:
-        """Folds the actors' produced state (running statistics) into the driver's fragments."""
+        """Folds the actors' produced state (running statistics) into the driver's fragments.
+
+        Args:
+            produced: Per actor, per fragment of the chain, what its run added to the state it
+                started from (:func:`~torchfrag.runtime.state_sync.produced_delta`). Each is
+                rebased on the driver's current state, so every fragment merges replicas that
+                all started from ``base``, whatever version each actor actually held.
+        """
         if not produced:
             return
         for i, frag in enumerate(self.state_frags):
             base = {k: v.detach().clone() for k, v in frag.produced_state().items()}
             if not base:
                 continue
-            keys = list(base)
-            frag.merge_produced_state(base, [dict(zip(keys, p[i])) for p in produced])
+            frag.merge_produced_state(base, [rebase(base, p[i]) for p in produced])
             if self.reduce_produced is not None:
                 self.reduce_produced(frag, base)
 
@@ -233,6 +241,24 @@ class RpcExecutor:
         if not self.actors:
             return False
         return True
+
+
+def add_replica_frames(ex: RpcExecutor, results: Sequence[dict[str, Any]]) -> None:
+    """Adds the frames other replicas (or learners) collected since their last report to the
+    driver's rollouts, each to the rollout of the same node.
+
+    Args:
+        ex: The driver's executor; ``ex.replica_frames`` keeps each replica's last totals.
+        results: One :func:`~torchfrag.runtime.worker._remote_dp_iterate` answer per replica,
+            in a fixed replica order; ``"frames"`` maps a node to its running total there.
+    """
+    while len(ex.replica_frames) < len(results):
+        ex.replica_frames.append({})
+    for seen, answer in zip(ex.replica_frames, results):
+        for node, total in answer["frames"].items():
+            frag = ex.graph.fragment(node)
+            frag.frames += int(total) - seen.get(node, 0)
+            seen[node] = int(total)
 
 
 def split_sizes(n: int, parts: int) -> list[int]:

@@ -3,6 +3,12 @@
 The rollout stays on the driver; its env step becomes one call per env worker per step
 (action slice out, transitions in). Actions are sampled on the driver, so the run equals
 ``local`` bit for bit.
+
+State the envs produce (their transforms' running statistics: the rollout's
+:meth:`~torchfrag.fragments.Fragment.produced_state`) belongs to the driver's rollout: every
+call carries the driver's current state, every env worker steps from it and returns what the
+step added, and the driver merges those deltas (as it merges an actor's), so the env workers
+never keep statistics of their own.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from torch import nn
 from torchrl.envs.utils import set_exploration_type
 
 from torchfrag.runtime.comm import RpcExecutor, graph_module_with, split_sizes
+from torchfrag.runtime.state_sync import pack_state
 from torchfrag.runtime.worker import _remote_env_reset, _remote_env_step, _remote_setup, worker_extra
 
 __all__ = ["prepare_env_calls"]
@@ -35,8 +42,8 @@ class _CentralRollout(nn.Module):
         envs = list(ex.env_workers)
         carry = tensordict if tensordict is not None else self.carry
         if carry is None:
-            futs = [ex.calls.call(w, _remote_env_reset) for w in envs]
-            carry = torch.cat(ex.calls.wait(futs, envs), dim=0)
+            futs = [ex.calls.call(w, _remote_env_reset, self._state()) for w in envs]
+            carry = torch.cat(self._merged(ex.calls.wait(futs, envs)), dim=0)
         act = ro.body.act
         out = []
         itype = getattr(ro, "_itype", None)
@@ -49,8 +56,9 @@ class _CentralRollout(nn.Module):
         for _ in range(ro.steps):
             carry = act(carry)
             parts = carry.split(self.sizes, dim=0)
-            futs = [ex.calls.call(w, _remote_env_step, part) for w, part in zip(envs, parts)]
-            results = ex.calls.wait(futs, envs)
+            state = self._state()
+            futs = [ex.calls.call(w, _remote_env_step, part, state) for w, part in zip(envs, parts)]
+            results = self._merged(ex.calls.wait(futs, envs))
             transition = torch.cat([r[0] for r in results], dim=0)
             carry = torch.cat([r[1] for r in results], dim=0)
             out.append(transition)
@@ -58,6 +66,17 @@ class _CentralRollout(nn.Module):
         batch = torch.stack(out, dim=ro._time_dim)
         ex.account(batch)
         return batch
+
+    def _state(self) -> dict[torch.dtype, torch.Tensor] | None:
+        """The rollout's produced state, packed for the env workers (``None``: it has none)."""
+        produced = self.rollout.produced_state()
+        return pack_state([produced]) if produced else None
+
+    def _merged(self, answers: list[tuple[Any, list[torch.Tensor] | None]]) -> list[Any]:
+        """The env workers' results; what each added to the produced state merged into the rollout."""
+        deltas = [[delta] for _, delta in answers if delta is not None]
+        self.ex.merge_produced(deltas)
+        return [result for result, _ in answers]
 
 
 class _CentralAccounting(nn.Module):
@@ -101,6 +120,7 @@ def prepare_env_calls(ex: RpcExecutor, placement: Any, replace: dict[str, nn.Mod
             for i, (w, o, s) in enumerate(zip(workers, offsets, sizes))]
     calls.wait(futs, workers, count_bytes=False)
     ex.env_workers = list(workers)
+    ex.state_frags = [ro]
     central = _CentralRollout(ex, ro, sizes)
     ex.rollout_node = None  # _CentralRollout accounts itself
     ex.__dict__["central_rollout"] = node

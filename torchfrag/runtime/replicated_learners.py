@@ -21,10 +21,11 @@ from typing import Any
 
 from torch import nn
 
-from torchfrag.runtime.comm import Calls, CommStats, RpcExecutor, graph_module_with, total_envs
+from torchfrag.runtime.comm import Calls, CommStats, RpcExecutor, add_replica_frames, graph_module_with, total_envs
 from torchfrag.runtime.gradsync import install_gradient_sync
 from torchfrag.runtime.launcher import Cluster
 from torchfrag.runtime.replicated_rollout import actor_chain, actor_sizes, install_actors, setup_actor
+from torchfrag.runtime.state_sync import allreduce_produced
 from torchfrag.runtime.worker import WORKER, _remote_dp_iterate, _remote_dp_setup, _remote_setup, worker_extra
 
 logger = logging.getLogger(__name__)
@@ -50,29 +51,9 @@ def reduce_produced(frag: Any, base: dict[str, Any]) -> None:
     """Merges a fragment's produced state (running statistics) over the learners' process group.
 
     Every learner starts the iteration from the same state ``base`` (the previous merge) and
-    has folded its own actors' state in; as :func:`~torchfrag.fragments.base.merge_states`:
-    floating-point entries are averaged, integer counters get every learner's increment.
+    has folded its own actors' state in (:func:`~torchfrag.runtime.state_sync.allreduce_produced`).
     """
-    import torch
-    import torch.distributed as dist
-
-    world = dist.get_world_size()
-    merged = {}
-    for k, v in frag.produced_state().items():
-        if v.dtype == torch.bool:
-            continue
-        t = v.detach().clone()
-        if t.is_floating_point() or t.is_complex():
-            dist.all_reduce(t)
-            t /= world
-        else:
-            start = base[k].to(t.device)
-            t -= start
-            dist.all_reduce(t)
-            t += start
-        merged[k] = t
-    if merged:
-        frag.load_produced_state(merged)
+    allreduce_produced(frag, base)
 
 
 class _LearnersIteration:
@@ -105,12 +86,8 @@ def finish_learners_iteration(ex: RpcExecutor, out: Any) -> Any:
     """
     futs, learners = ex.__dict__.pop("learner_futs", ([], []))
     results = ex.calls.wait(futs, learners, count_bytes=False)
-    ro = ex.graph.fragment(ex.rollout_node) if ex.rollout_node is not None else None
-    totals = ex.__dict__.setdefault("learner_frames", [0] * len(results))
-    for j, r in enumerate(results):
-        if ro is not None and hasattr(ro, "frames"):
-            ro.frames += int(r["frames"]) - totals[j]
-        totals[j] = int(r["frames"])
+    add_replica_frames(ex, results)
+    for r in results:
         comm = r.get("comm") or {}
         ex.stats.bytes_sent += int(comm.get("sent", 0))
         ex.stats.bytes_received += int(comm.get("received", 0))

@@ -1,7 +1,10 @@
 """Executor for ``replicated_loop`` placements (``data_parallel``).
 
 Every rank runs the whole loop on its own envs; every fragment that declares gradient sync
-averages its gradients over the ranks (:mod:`torchfrag.runtime.gradsync`).
+averages its gradients over the ranks (:mod:`torchfrag.runtime.gradsync`), and the state the
+fragments produce (running statistics, counters) is merged over the ranks at the end of every
+iteration (:func:`~torchfrag.runtime.state_sync.allreduce_produced`), so every replica starts
+the next one from the same statistics.
 """
 from __future__ import annotations
 
@@ -9,9 +12,10 @@ from typing import Any
 
 from torch import nn
 
-from torchfrag.runtime.comm import RpcExecutor, total_envs
+from torchfrag.runtime.comm import RpcExecutor, add_replica_frames, total_envs
 from torchfrag.runtime.gradsync import install_gradient_sync
-from torchfrag.runtime.worker import _remote_dp_iterate, _remote_dp_setup, _remote_setup, worker_extra
+from torchfrag.runtime.worker import (_remote_dp_iterate, _remote_dp_setup, _remote_setup, run_replica_iteration,
+                                     worker_extra)
 
 __all__ = ["prepare_replicated_loop", "finish_iteration"]
 
@@ -23,22 +27,14 @@ class _DPIteration:
     def __call__(self, *args: Any) -> Any:
         ex = self.ex
         futs = [ex.calls.call(w, _remote_dp_iterate) for w in ex.cluster.workers]
-        out = ex.__dict__["dp_fn"](*args)
         ex.__dict__["dp_futs"] = futs
-        return out
+        return run_replica_iteration(ex.graph, ex.__dict__["dp_fn"], *args)
 
 
 def _dp_finish(ex: RpcExecutor, out: Any) -> Any:
     futs = ex.__dict__.pop("dp_futs", [])
     results = ex.calls.wait(futs, ex.cluster.workers)
-    if ex.rollout_node is not None:
-        ro = ex.graph.fragment(ex.rollout_node)
-        # Frames of the other ranks: each reports its running total.
-        totals = ex.__dict__.setdefault("dp_seen", [0] * len(results))
-        for j, r in enumerate(results):
-            new = int(r["frames"]) - totals[j]
-            totals[j] = int(r["frames"])
-            ro.frames += new
+    add_replica_frames(ex, results)
     return out
 
 finish_iteration = _dp_finish

@@ -149,9 +149,7 @@ def run_policy(
             if placement.kind in FINISH:
                 out = FINISH[placement.kind](ex, out)
             ex.version += 1
-            if ex.last_lag and isinstance(out, TensorDictBase):
-                out.set("policy_lag", torch.tensor(sum(ex.last_lag) / len(ex.last_lag)))
-                out.set("policy_lag_max", torch.tensor(float(max(ex.last_lag))))
+            _report_lag(ex, out)
             done += 1
             if hooks and any([bool(h(i, out, graph)) for h in hooks]):
                 stopped = True
@@ -184,6 +182,14 @@ def run_policy(
         extra["comm"]["allreduce_bytes"] = sum(getattr(o, "reduced_bytes", 0) for o in opts) / max(1, done)
         extra["comm"]["allreduce_calls"] = sum(getattr(o, "reduce_calls", 0) for o in opts) / max(1, done)
     return RunResult(graph, done, out, seconds, stopped, extra)
+
+
+def _report_lag(ex: RpcExecutor, out: Any) -> None:
+    """Puts this iteration's policy lag into a scalar output (a batched one, a collection-only
+    loop's batch, keeps its keys: the lag is in ``RunResult.extra["policy_lag"]`` after the run)."""
+    if ex.last_lag and isinstance(out, TensorDictBase) and out.batch_dims == 0:
+        out.set("policy_lag", torch.tensor(sum(ex.last_lag) / len(ex.last_lag)))
+        out.set("policy_lag_max", torch.tensor(float(max(ex.last_lag))))
 
 
 def _check_picklable(factory: Any, policy: Any) -> None:

@@ -1,4 +1,4 @@
-"""Shared state on the wire: the tensors of several fragments packed into one buffer per dtype.
+"""Shared state on the wire (packed per dtype) and produced state merged as deltas.
 
 The driver sends the :meth:`~torchfrag.fragments.Fragment.shared_state` of the fragments an
 actor runs with every request that syncs them. Packed, that is one copy per dtype on the
@@ -17,14 +17,29 @@ Example:
     >>> actor = [{"w": torch.empty(2, 2), "n": torch.tensor(0)}, {"b": torch.empty(3)}]
     >>> unpack_state(packed, actor)[0]["n"]
     tensor(3)
+
+State a fragment produces where it runs (:meth:`~torchfrag.fragments.Fragment.produced_state`:
+running statistics, counters) travels back as a *delta*: what this run added to the state
+the worker held when it started (:func:`produced_delta`). A worker that started from an
+older version (``async_actors``, ``sync_every > 1``) so still contributes exactly what it
+produced; the owner rebases every delta on its current state (:func:`rebase`) before it
+merges.
+
+    >>> before = {"n": torch.tensor(5), "mu": torch.tensor(1.0), "ok": torch.tensor(False)}
+    >>> after = {"n": torch.tensor(9), "mu": torch.tensor(1.5), "ok": torch.tensor(True)}
+    >>> delta = produced_delta(before, after)
+    >>> rebase({"n": torch.tensor(100), "mu": torch.tensor(2.0), "ok": torch.tensor(False)}, delta)
+    {'n': tensor(104), 'mu': tensor(2.5000), 'ok': tensor(True)}
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
-__all__ = ["pack_state", "unpack_state"]
+__all__ = ["allreduce_produced", "pack_state", "produced_bases", "produced_delta", "rebase", "snapshot",
+           "unpack_state"]
 
 
 def pack_state(groups: Sequence[Mapping[str, torch.Tensor]]) -> dict[torch.dtype, torch.Tensor]:
@@ -77,4 +92,91 @@ def unpack_state(packed: Mapping[torch.dtype, torch.Tensor],
     if extra:
         raise ValueError(f"the driver sent more shared state than the actor's fragments hold ({extra} "
                          "elements left over per dtype): the driver's and the actor's fragments differ")
+    return out
+
+
+def snapshot(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A detached CPU copy of ``state`` (later in-place updates of the live tensors do not reach it)."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
+
+
+def produced_delta(before: Mapping[str, torch.Tensor], after: Mapping[str, torch.Tensor]
+                   ) -> list[torch.Tensor]:
+    """What one run added to a fragment's produced state, in ``after``'s key order.
+
+    Args:
+        before: The state when the run started (:func:`snapshot`).
+        after: The state when it ended (any device).
+
+    Returns:
+        One CPU tensor per entry: ``after - before``; a flag (``bool``) is not a quantity
+        and travels as its value.
+    """
+    out = []
+    for key, value in after.items():
+        now = value.detach().to("cpu", copy=True)
+        out.append(now if now.dtype == torch.bool else now - before[key].to(now.dtype))
+    return out
+
+
+def rebase(base: Mapping[str, torch.Tensor], delta: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The state a worker would hold had it started from ``base``: ``base + delta`` per entry.
+
+    Args:
+        base: The owner's current produced state (its key order is the worker's).
+        delta: What :func:`produced_delta` returned on the worker.
+
+    Raises:
+        ValueError: The two sides' produced state has a different number of entries.
+    """
+    if len(delta) != len(base):
+        raise ValueError(f"a worker returned {len(delta)} produced-state entries where its owner has "
+                         f"{len(base)} ({list(base)}): the fragments differ; build both from the same factory")
+    out = {}
+    for (key, b), d in zip(base.items(), delta):
+        d = d.to(b.device)
+        out[key] = d.clone() if b.dtype == torch.bool else b + d.to(b.dtype)
+    return out
+
+
+def allreduce_produced(frag: Any, base: Mapping[str, torch.Tensor]) -> None:
+    """Merges a fragment's produced state over the default process group, from a common ``base``.
+
+    Every rank started from ``base`` (the previous merge) and ran on its own data; as
+    :func:`~torchfrag.fragments.base.merge_states`: floating-point entries are averaged,
+    integer counters get every rank's increment, flags keep this rank's value.
+    """
+    import torch.distributed as dist
+
+    world = dist.get_world_size()
+    merged = {}
+    for key, value in frag.produced_state().items():
+        if value.dtype == torch.bool:
+            continue
+        t = value.detach().clone()
+        if t.is_floating_point() or t.is_complex():
+            dist.all_reduce(t)
+            t /= world
+        else:
+            start = base[key].to(t.device)
+            t -= start
+            dist.all_reduce(t)
+            t += start
+        merged[key] = t
+    if merged:
+        frag.load_produced_state(merged)
+
+
+def produced_bases(fragments: Sequence[Any]) -> list[tuple[Any, dict[str, torch.Tensor]]]:
+    """``(fragment, snapshot of its produced state)`` for each distinct fragment that has some.
+
+    Taken when an iteration starts, these are the common ``base`` of
+    :func:`allreduce_produced` when it ends.
+    """
+    out, seen = [], set()
+    for frag in fragments:
+        state = frag.produced_state()
+        if state and id(frag) not in seen:
+            seen.add(id(frag))
+            out.append((frag, snapshot(state)))
     return out

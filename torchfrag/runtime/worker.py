@@ -17,7 +17,8 @@ from tensordict import TensorDictBase
 
 from torchfrag.graph import FragmentGraph, capture
 from torchfrag.runtime.gradsync import install_gradient_sync
-from torchfrag.runtime.state_sync import unpack_state
+from torchfrag.runtime.state_sync import (allreduce_produced, produced_bases, produced_delta, snapshot,
+                                         unpack_state)
 
 __all__ = ["WORKER", "REWARD", "worker_extra"]
 
@@ -138,8 +139,11 @@ def _remote_rollout(state: dict[torch.dtype, torch.Tensor] | None, version: int
         ``(batch, state version, raw reward, produced state)``; the raw reward is the
         rollout's own ``("next", "reward")`` when a later fragment of the chain replaced it
         (reward scaling), for the driver's episode statistics, else ``None``; the produced
-        state is each fragment's :meth:`~torchfrag.fragments.Fragment.produced_state` values
-        after the run (merged back on the driver).
+        state is what this run added to each fragment's
+        :meth:`~torchfrag.fragments.Fragment.produced_state`
+        (:func:`~torchfrag.runtime.state_sync.produced_delta`, relative to the state this
+        actor held when the run started: the driver's version ``state`` when it came, else
+        the actor's own), which the driver merges into its current state.
     """
     with _WORKER["lock"]:
         chain = _WORKER.get("chain") or [_WORKER["fragment"]]
@@ -147,6 +151,7 @@ def _remote_rollout(state: dict[torch.dtype, torch.Tensor] | None, version: int
             for frag, values in zip(chain, unpack_state(state, [f.shared_state() for f in chain])):
                 frag.load_shared_state(values)
             _WORKER["version"] = version
+        before = [snapshot(frag.produced_state()) for frag in chain]
         raw = None
         with torch.inference_mode():
             batch = chain[0]()
@@ -156,20 +161,46 @@ def _remote_rollout(state: dict[torch.dtype, torch.Tensor] | None, version: int
                 batch = frag(batch)
         if raw is not None and batch.get(_REWARD) is raw:
             raw = None
-        produced = [[v.detach().to("cpu", copy=True) for v in frag.produced_state().values()]
-                    for frag in chain]
+        produced = [produced_delta(b, frag.produced_state()) for b, frag in zip(before, chain)]
         if _WORKER.get("device", "cpu") != "cpu":  # the driver gets CPU tensors, whatever the device
             batch = batch.to("cpu")
             raw = raw.to("cpu") if raw is not None else None
         return batch, int(_WORKER.get("version", 0)), raw, produced
 
 
-def _remote_env_reset() -> TensorDictBase:
-    return _WORKER["env"].reset()
+def _remote_env_reset(state: dict[torch.dtype, torch.Tensor] | None = None
+                      ) -> tuple[TensorDictBase, list[torch.Tensor] | None]:
+    """Resets this env worker's envs; see :func:`_remote_env_step` for ``state`` and the delta."""
+    return _with_produced_state(state, _WORKER["env"].reset)
 
 
-def _remote_env_step(td: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
-    return _WORKER["env"].step_and_maybe_reset(td)
+def _remote_env_step(td: TensorDictBase, state: dict[torch.dtype, torch.Tensor] | None = None
+                     ) -> tuple[tuple[TensorDictBase, TensorDictBase], list[torch.Tensor] | None]:
+    """Steps this env worker's envs with the actions of ``td`` (auto-reset).
+
+    Args:
+        td: This worker's slice of the carry, with actions.
+        state: The driver's rollout's produced state (its env transforms' statistics),
+            packed; ``None`` when it has none.
+
+    Returns:
+        ``((transition, carry), delta)``: the delta is what this step added to ``state``
+        (:func:`~torchfrag.runtime.state_sync.produced_delta`), ``None`` without ``state``.
+    """
+    return _with_produced_state(state, lambda: _WORKER["env"].step_and_maybe_reset(td))
+
+
+def _with_produced_state(state: dict[torch.dtype, torch.Tensor] | None, call: Any
+                         ) -> tuple[Any, list[torch.Tensor] | None]:
+    """Runs ``call`` on the rollout's env from the driver's produced ``state``; returns its delta too."""
+    if state is None:
+        return call(), None
+    rollout = _WORKER["fragment"]
+    (values,) = unpack_state(state, [rollout.produced_state()])
+    rollout.load_produced_state(values)
+    before = snapshot(rollout.produced_state())
+    out = call()
+    return out, produced_delta(before, rollout.produced_state())
 
 
 def _remote_dp_setup(rank: int, world: int, init_method: str, backend: str, timeout: float) -> bool:
@@ -187,6 +218,8 @@ def _remote_dp_setup(rank: int, world: int, init_method: str, backend: str, time
 def _remote_dp_iterate(iteration: int = 0) -> dict[str, Any]:
     """One iteration of a replica's (or a learner's) loop; its frames, episodes, output, traffic.
 
+    ``frames`` and ``episodes`` are keyed by node: every rollout's own running total.
+
     A learner with actors of its own runs its placed module (``placed``, whose rollout stub
     calls them) and reports the bytes and calls it exchanged with them (``comm``).
     """
@@ -194,20 +227,37 @@ def _remote_dp_iterate(iteration: int = 0) -> dict[str, Any]:
     ex = _WORKER.get("executor")
     if ex is not None:
         ex.iteration = int(iteration)
-    out = _WORKER.get("placed", graph.module)()
+        out = _WORKER["placed"]()
+    else:
+        out = run_replica_iteration(graph, graph.module)
     comm: dict[str, int] = {}
     if ex is not None:
         ex.version += 1
         comm = {"sent": ex.stats.bytes_sent, "received": ex.stats.bytes_received, "calls": ex.stats.calls}
         ex.stats.bytes_sent = ex.stats.bytes_received = ex.stats.calls = 0
-    frames = 0
+    frames: dict[str, int] = {}
     stats: dict[str, Any] = {}
     for n in graph.nodes:
         fr = getattr(n.module, "frames", None)
         if isinstance(fr, int):
-            frames = fr
+            frames[n.name] = fr
             st = getattr(n.module, "stats", None)
             if st is not None:
-                stats = {"returns": list(st.returns), "lengths": list(st.lengths)}
+                stats[n.name] = {"returns": list(st.returns), "lengths": list(st.lengths)}
                 st.returns, st.lengths = [], []
     return {"frames": frames, "episodes": stats, "metrics": out, "comm": comm}
+
+
+def run_replica_iteration(graph: FragmentGraph, loop: Any, *args: Any) -> Any:
+    """One iteration of a replicated loop on this rank; then its produced state merged over the ranks.
+
+    Every rank takes a snapshot of its fragments' produced state (the same on every rank: the
+    previous iteration's merge), runs ``loop`` on its own envs, and merges what the ranks
+    produced (:func:`~torchfrag.runtime.state_sync.allreduce_produced`, collective: every
+    rank calls it in the same order, after the same fragments' gradient all-reduces).
+    """
+    bases = produced_bases([n.module for n in graph.nodes])
+    out = loop(*args)
+    for frag, base in bases:
+        allreduce_produced(frag, base)
+    return out

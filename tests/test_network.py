@@ -296,3 +296,21 @@ def test_two_hosts_readme_torchrun_command(two_hosts, tmp_path):
     assert ours[0] and ours[1], seen  # both nodes were seen listening (store, RPC, gloo)
     assert {ip for ip, _ in ours[0]} == {"198.18.0.1"}, seen
     assert {ip for ip, _ in ours[1]} == {"198.18.0.2"}, seen
+
+
+def test_node_with_no_route_to_the_master_says_so_at_once(two_hosts, tmp_path):
+    from torchfrag.runtime.launcher import free_port
+
+    # node 1 is told its master is 198.18.1.1, outside its /24: no route from its namespace
+    env = _env(RANK="1", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="198.18.1.1",
+               MASTER_PORT=str(free_port()), TORCH_CPP_LOG_LEVEL="ERROR")
+    t0 = time.monotonic()
+    proc = subprocess.run(["ip", "netns", "exec", two_hosts[1], sys.executable, "-m", "torchfrag.train",
+                           "policy=actors", "policy.actors=1", "algo.num_envs=2", "algo.steps=16",
+                           "eval_episodes=0", "progress=false", "logger=none", f"hydra.run.dir={tmp_path}/run"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    said = [line for line in out.splitlines() if "no route to the master address 198.18.1.1" in line]
+    assert len(said) == 1 and "Traceback" not in out, out[-3000:]
+    assert time.monotonic() - t0 < 60

@@ -307,7 +307,8 @@ def test_node_with_no_route_to_the_master_says_so_at_once(two_hosts, tmp_path):
     t0 = time.monotonic()
     proc = subprocess.run(["ip", "netns", "exec", two_hosts[1], sys.executable, "-m", "torchfrag.train",
                            "policy=actors", "policy.actors=1", "algo.num_envs=2", "algo.steps=16",
-                           "eval_episodes=0", "progress=false", "logger=none", f"hydra.run.dir={tmp_path}/run"],
+                           "eval_episodes=0", "progress=false", "logger=none",
+                           f"hydra.run.dir={tmp_path}/run"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]

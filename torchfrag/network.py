@@ -14,8 +14,8 @@ Example:
     >>> from torchfrag.network import check_master_addr, interface_for
     >>> check_master_addr("127.0.0.1", "policy.master_addr")
     '127.0.0.1'
-    >>> interface_for("127.0.0.1")
-    ('lo', '127.0.0.1')
+    >>> interface_for("127.0.0.2")[1]  # any 127.x address: the loopback interface
+    '127.0.0.1'
 """
 from __future__ import annotations
 

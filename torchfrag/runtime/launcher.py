@@ -110,8 +110,8 @@ def _rpc_options(addr: str, port: int, timeout: float, init_method: str | None =
     from torch.distributed import rpc
 
     return rpc.TensorPipeRpcBackendOptions(
-        init_method=init_method or rendezvous_url(addr, port, wait_s=timeout), rpc_timeout=float(timeout), num_worker_threads=8,
-        _transports=["uv"], _channels=["basic"])
+        init_method=init_method or rendezvous_url(addr, port, wait_s=timeout), rpc_timeout=float(timeout),
+        num_worker_threads=8, _transports=["uv"], _channels=["basic"])
 
 
 #: Messages TensorPipe logs when a peer closes its pipes at a normal shutdown.

@@ -199,7 +199,8 @@ def _check(cfg: DictConfig) -> None:
     if "_target_" not in cfg.algo and cfg.algo.get("name") not in ALGOS:
         raise ValueError(f"unknown algo {cfg.algo.get('name')!r}; shipped: {sorted(ALGOS)}, or give the "
                          "algo config a `_target_` naming your AlgoFactory subclass")
-    as_policy(cfg.policy)  # a PolicyError (ValueError) names an unknown policy or option
+    # a PolicyError (ValueError) names an unknown policy or option, or a bad value (master_addr)
+    as_policy(cfg.policy).validate()
     if cfg.logger.backend not in ("csv", "tensorboard", "none"):
         raise ValueError(f"logger.backend must be csv, tensorboard or none, got {cfg.logger.backend!r}")
     # Torch seeds are signed 64-bit: 2**63 and above overflow deep inside.
@@ -551,6 +552,10 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
 
 
 def _hydra_main(cfg: DictConfig) -> float | None:
+    try:
+        _check(cfg)
+    except ValueError as err:  # a refused config: one line on stderr, exit status 1, nothing started
+        raise SystemExit(f"torchfrag.train: error: {err}") from None
     summary = train(cfg)
     return summary["eval_return"]
 

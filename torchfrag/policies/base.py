@@ -74,8 +74,10 @@ class Policy:
         name: Policy name (the ``conf/policy`` file name).
         timeout: Seconds a remote call may take before the run fails (also
             the RPC start-up and shutdown bound).
-        master_addr: Address the RPC agents listen on; loopback by default
-            (RPC unpickles what it receives: expose it only to trusted peers).
+        master_addr: Address of node 0 (the driver), where the rendezvous listens; every other
+            node's processes listen on the address of their interface that reaches it. An IP
+            address or a resolvable hostname; loopback by default (RPC unpickles what it
+            receives: expose it only to trusted peers).
         master_port: Port of the rendezvous; 0 picks a free one.
         devices: Device per role (``{"learner": "cuda:0"}``); ``cpu`` by default.
         compile: Compile the learner's and policy's networks with ``torch.compile``.
@@ -158,6 +160,18 @@ class Policy:
                                    self.roles, names)
                 if wrong:
                     raise PolicyError(f"policy {self.name}: {wrong}")
+        self._check_master_addr()
+
+    def _check_master_addr(self) -> None:
+        """``master_addr`` is an IP address or a resolvable hostname (on node 0: one of this machine's)."""
+        from torchfrag.network import AddressError, check_master_addr
+
+        from_env = os.environ.get("TORCHFRAG_MASTER_ADDR")
+        key = "TORCHFRAG_MASTER_ADDR" if from_env and from_env == self.master_addr else "policy.master_addr"
+        try:
+            check_master_addr(self.master_addr, key, node0=os.environ.get("RANK", "0") == "0")
+        except AddressError as err:
+            raise PolicyError(f"policy {self.name}: {err}") from None
 
     def place(self, graph: FragmentGraph) -> Placement:
         """Assigns every fragment node of ``graph`` to a role; validates first.

@@ -19,9 +19,16 @@ Two ways to get workers:
         policy.actors=4                             policy.actors=4
 
   The world size must be ``policy.num_workers + 1``. ``TORCHFRAG_RPC_PORT``
-  (default ``MASTER_PORT + 1``) is the RPC rendezvous port; set
-  ``policy.master_addr``/``TORCHFRAG_MASTER_ADDR`` to an address the other
-  machines reach (the default, ``127.0.0.1``, only allows one machine).
+  (default ``MASTER_PORT + 1``) is the RPC rendezvous port. Node 0's address is
+  ``policy.master_addr``/``TORCHFRAG_MASTER_ADDR``, or torchrun's ``MASTER_ADDR``
+  while that is left at loopback.
+
+Where things listen: rank 0's rendezvous stores bind to the master address only
+(:mod:`torchfrag.runtime.rendezvous`); every process's TensorPipe agent and gloo
+groups listen on the interface that reaches the master address (loopback for a
+run on one machine), named to them through ``TP_SOCKET_IFNAME`` and
+``GLOO_SOCKET_IFNAME`` unless those are already set (:mod:`torchfrag.network`).
+torchrun's own store (``MASTER_PORT``) is torchrun's.
 
 Example:
     >>> from torchfrag.runtime.launcher import free_port
@@ -44,10 +51,13 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchfrag.network import AddressError, check_master_addr, socket_ifname_env
+from torchfrag.runtime.rendezvous import MasterUnreachable, register, rendezvous_url
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["Cluster", "WorkerError", "WorkerDied", "WorkerTimeout", "free_port", "torchrun_env",
-           "serve_worker"]
+__all__ = ["Cluster", "MasterUnreachable", "WorkerError", "WorkerDied", "WorkerTimeout", "free_port",
+           "torchrun_env", "serve_worker"]
 
 _DRIVER = "driver"
 
@@ -70,7 +80,8 @@ class WorkerTimeout(WorkerError):
 
 def free_port(addr: str = "127.0.0.1") -> int:
     """A TCP port that is free on ``addr`` right now."""
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    with contextlib.closing(socket.socket(family, socket.SOCK_STREAM)) as s:
         s.bind((addr, 0))
         return int(s.getsockname()[1])
 
@@ -99,8 +110,8 @@ def _rpc_options(addr: str, port: int, timeout: float, init_method: str | None =
     from torch.distributed import rpc
 
     return rpc.TensorPipeRpcBackendOptions(
-        init_method=init_method or f"tcp://{addr}:{port}", rpc_timeout=float(timeout), num_worker_threads=8,
-        _transports=["uv"], _channels=["basic"])
+        init_method=init_method or rendezvous_url(addr, port, wait_s=timeout), rpc_timeout=float(timeout),
+        num_worker_threads=8, _transports=["uv"], _channels=["basic"])
 
 
 #: Messages TensorPipe logs when a peer closes its pipes at a normal shutdown.
@@ -187,7 +198,11 @@ def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: floa
         timeout: RPC timeout in seconds.
         init_counter: The driver's count of earlier RPC initialisations: RPC prefixes
             its rendezvous keys with it, so a fresh worker must use the same value.
-        init_method: The rendezvous (``file://`` for spawned workers); ``None``: ``tcp://addr:port``.
+        init_method: The rendezvous (``file://`` for spawned workers); ``None``: rank 0's store
+            at ``addr:port`` (``torchfrag://``).
+
+    Raises:
+        MasterUnreachable: The rendezvous at ``addr:port`` did not answer within ``timeout``.
     """
     import torch.distributed.rpc as rpc_mod
     from torch.distributed import rpc
@@ -198,6 +213,7 @@ def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: floa
     import torch
 
     torch.set_num_threads(1)
+    register()  # the torchfrag:// rendezvous of RPC and of process groups
     rt._WORKER["stop"] = threading.Event()
     rt._WORKER["rank"] = rank
     rpc_mod._init_counter = int(init_counter)
@@ -262,13 +278,15 @@ class Cluster:
     torchrun: bool = False
     started: bool = False
     store_dir: str | None = None
+    #: Environment variables this cluster set in the driver's process, with their earlier values.
+    saved_env: dict[str, str | None] = field(default_factory=dict)
 
     def rendezvous(self, name: str) -> str:
         """``init_method`` of a rendezvous: a file store for spawned workers (no port listens on
-        any interface), ``tcp://addr:port`` under torchrun (other nodes must reach it)."""
+        any interface), rank 0's store on ``addr:port`` under torchrun (other nodes must reach it)."""
         if self.store_dir is not None:
             return f"file://{os.path.join(self.store_dir, name)}"
-        return f"tcp://{self.addr}:{self.port}"
+        return rendezvous_url(self.addr, self.port, wait_s=self.timeout)
 
     def process_group_init(self, name: str) -> str:
         """``init_method`` of a process group among some of this cluster's processes.
@@ -277,10 +295,10 @@ class Cluster:
         workers, a file store named ``name``; otherwise a free local port.
         """
         if self.torchrun:
-            return f"tcp://{self.addr}:{self.port + 1}"
+            return rendezvous_url(self.addr, self.port + 1, wait_s=self.timeout)
         if self.store_dir is not None:
             return self.rendezvous(name)
-        return f"tcp://{self.addr}:{free_port(self.addr)}"
+        return rendezvous_url(self.addr, free_port(self.addr), wait_s=self.timeout)
 
     @property
     def workers(self) -> list[str]:
@@ -300,7 +318,7 @@ class Cluster:
                     f"{world} (1 driver + {self.num_workers} workers): set --nproc-per-node/--nnodes "
                     "so that their product is the policy's worker count + 1")
             self.torchrun = True
-            self.addr = env["master_addr"]
+            self.addr = self._master_ip(env)
             self.port = int(os.environ.get("TORCHFRAG_RPC_PORT", env["master_port"] + 1))
             # torchrun sets TORCHELASTIC_USE_AGENT_STORE=True, which turns every tcp://
             # rendezvous into a *client* of a store nobody hosts at our RPC port (the agent's
@@ -310,7 +328,11 @@ class Cluster:
                 _set_pdeathsig()
                 code = 0
                 try:
+                    os.environ.update(self._interface_env())
                     serve_worker(env["rank"], world, self.addr, self.port, self.timeout)
+                except MasterUnreachable as err:  # one line: nothing else to tell
+                    logger.error("worker%d: %s", env["rank"], err)
+                    code = 1
                 except BaseException:  # noqa: BLE001 - reported, then a hard exit
                     logger.exception("worker%d failed", env["rank"])
                     code = 1
@@ -320,9 +342,12 @@ class Cluster:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
+            self._set_env(self._interface_env())
         else:
             import tempfile
 
+            self.addr = self._master_ip(None)
+            self._set_env(self._interface_env())
             self.store_dir = tempfile.mkdtemp(prefix="torchfrag-rdzv-")
             ctx = mp.get_context("spawn")
             os.environ["TORCHFRAG_DRIVER_PID"] = str(os.getpid())
@@ -341,14 +366,62 @@ class Cluster:
             finally:
                 if had is None:
                     os.environ.pop("TORCH_CPP_LOG_LEVEL", None)
-        logger.info("starting RPC: driver + %d workers listening on %s (rendezvous %s)", self.num_workers,
-                    self.addr, self.rendezvous("rpc"))
+        logger.info("starting RPC: driver + %d workers listening on %s (interface %s; rendezvous %s)",
+                    self.num_workers, self.addr, os.environ.get("TP_SOCKET_IFNAME", "?"),
+                    self.rendezvous("rpc"))
         try:
             self._init_driver_rpc(world)
         except BaseException:
             self.kill()
             raise
         self.started = True
+
+    def _master_ip(self, env: dict[str, Any] | None) -> str:
+        """Node 0's IP address: the policy's, or under torchrun (``env``) ``MASTER_ADDR`` while the
+        policy's is loopback (the README's command gives only ``--master-addr``).
+
+        Raises:
+            PolicyError: The address is not an IP address or a resolvable hostname, or, on
+                node 0, not one of this machine's.
+        """
+        import ipaddress
+
+        from torchfrag.policies.base import PolicyError
+
+        key, value = "policy.master_addr", self.addr
+        try:
+            if env is None:
+                return check_master_addr(value, key, node0=True)
+            if ipaddress.ip_address(check_master_addr(value, key)).is_loopback and env["master_addr"]:
+                key, value = "MASTER_ADDR", env["master_addr"]
+            return check_master_addr(value, key, node0=env["rank"] == 0)
+        except AddressError as err:
+            raise PolicyError(str(err)) from None
+
+    def _interface_env(self) -> dict[str, str]:
+        """``GLOO_SOCKET_IFNAME``/``TP_SOCKET_IFNAME`` for the interface that reaches ``addr``.
+
+        Raises:
+            MasterUnreachable: This host has no route to the master address.
+        """
+        try:
+            return socket_ifname_env(self.addr)
+        except AddressError as err:
+            raise MasterUnreachable(str(err)) from None
+
+    def _set_env(self, values: dict[str, str]) -> None:
+        """Sets ``values`` in this process's environment until :meth:`shutdown` (workers inherit them)."""
+        for key, value in values.items():
+            self.saved_env.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
+
+    def _restore_env(self) -> None:
+        for key, value in self.saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self.saved_env.clear()
 
     def _init_driver_rpc(self, world: int) -> None:
         import torch.distributed.rpc as rpc_mod
@@ -438,6 +511,7 @@ class Cluster:
 
             shutil.rmtree(self.store_dir, ignore_errors=True)
             self.store_dir = None
+        self._restore_env()
 
     def kill(self, grace: float = 0.0) -> None:
         """Waits up to ``grace`` seconds for the workers to exit, then SIGKILLs the rest."""

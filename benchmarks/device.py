@@ -557,6 +557,64 @@ def _merge_write(sections: dict[str, Any], info: dict[str, Any]) -> str:
     return write_json("device", {"info": info, "sections": merged})
 
 
+def gpu_plot(sections: dict[str, Any]) -> str | None:
+    """Draws ``device_gpu.png`` from saved GPU sections; ``None`` when none was measured.
+
+    Left: torch-native CartPole env steps/s against the number of envs
+    (``gpu-envs``). Right: MuJoCo Warp against the C++ pool on the same
+    machine's cores (``warp``), with the ratio over each pair.
+    """
+    envs = sections.get("gpu-envs", {}).get("env_steps")
+    warp = {k: v for k, v in sections.get("warp", {}).items()
+            if isinstance(v, dict) and "warp" in v}
+    if not envs and not warp:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from benchmarks._common import RESULTS_DIR
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
+    if envs:
+        sizes = sorted(envs, key=int)
+        for kind in next(iter(envs.values())):
+            axes[0].plot([int(n) for n in sizes], [envs[n][kind]["median"] for n in sizes], "o-",
+                         label=kind)
+        axes[0].set_xscale("log", base=2)
+        axes[0].set_yscale("log")
+        axes[0].set_xlabel("envs")
+        axes[0].set_ylabel("env steps / s")
+        axes[0].axhline(1e8, color="gray", ls="--", lw=0.8, label="goal 100M at 64k envs")
+        axes[0].set_title(f"torch-native {ENV_ID} on {sections['gpu-envs'].get('gpu')}", fontsize=9)
+        axes[0].legend(fontsize=8)
+        axes[0].grid(alpha=0.3)
+    if warp:
+        names = list(warp)
+        x = np.arange(len(names))
+        axes[1].bar(x - 0.2, [warp[k]["warp"] for k in names], 0.4, label="MuJoCo Warp (GPU)")
+        axes[1].bar(x + 0.2, [warp[k]["cpp_pool"] for k in names], 0.4,
+                    label=f"C++ pool ({next(iter(warp.values()))['pool_threads']} threads)")
+        for i, k in enumerate(names):
+            top = max(warp[k]["warp"], warp[k]["cpp_pool"])
+            axes[1].text(i, top * 1.05, f"{warp[k]['ratio']:.2f}x", ha="center", fontsize=8)
+        axes[1].set_ylim(0, 1.15 * max(max(v["warp"], v["cpp_pool"]) for v in warp.values()))
+        axes[1].set_xticks(x, names)
+        axes[1].set_ylabel("env steps / s")
+        axes[1].set_title(f"MuJoCo Warp x{next(iter(warp.values()))['warp_envs']} vs C++ pool, "
+                          f"{sections['warp'].get('gpu')}", fontsize=9)
+        axes[1].legend(fontsize=8)
+        axes[1].grid(axis="y", alpha=0.3)
+    else:
+        axes[1].set_axis_off()
+    fig.tight_layout()
+    path = os.path.join(RESULTS_DIR, "device_gpu.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter measurements")
@@ -571,7 +629,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="torch intra-op threads (torch-native env and PPO)")
     parser.add_argument("--no-ppo", action="store_true", help="skip the CPU PPO section")
+    parser.add_argument("--replot", action="store_true",
+                        help="only redraw device_gpu.png from the saved device.json")
     args = parser.parse_args(argv)
+    if args.replot:
+        import json
+
+        from benchmarks._common import RESULTS_DIR
+
+        with open(os.path.join(RESULTS_DIR, "device.json")) as f:
+            print(f"wrote {gpu_plot(json.load(f)['sections'])}")
+        return
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(args.torch_threads)
     seconds, repeats = (1.0, 3) if args.quick else (3.0, 5)
@@ -616,6 +684,11 @@ def main(argv: list[str] | None = None) -> None:
         else:
             out = ppo_halfcheetah_warp("cuda")
         save(name, out)
+    if any(n in todo for n in ("gpu-envs", "warp")):
+        import json
+
+        with open(path) as f:
+            print(f"wrote {gpu_plot(json.load(f)['sections'])}")
     print(f"wrote {path}")
 
 

@@ -172,3 +172,17 @@ def test_gpu_check_script_refuses_bad_options(tmp_path) -> None:
         proc = subprocess.run(["bash", script, "--out", str(tmp_path / "o"), *args], cwd=root,
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
+
+
+def test_gpu_plot_draws_saved_gpu_sections_and_nothing_without_them(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(_common, "RESULTS_DIR", str(tmp_path))
+    assert device.gpu_plot({"gpu-envs": {"skipped": "skipped: no CUDA"}}) is None
+    sections = {
+        "gpu-envs": {"gpu": "GPU X", "env_steps": {
+            str(n): {k: {"median": float(n) * m} for k, m in (("float64", 1e4), ("float32", 2e4))}
+            for n in (4096, 65536)}},
+        "warp": {"gpu": "GPU X", "Hopper-v5": {"warp": 10.0, "cpp_pool": 20.0, "ratio": 0.5,
+                                              "pool_threads": 16, "warp_envs": 4096}},
+    }
+    path = device.gpu_plot(sections)
+    assert path == str(tmp_path / "device_gpu.png") and (tmp_path / "device_gpu.png").stat().st_size > 0

@@ -529,8 +529,10 @@ def test_warp_halfcheetah_against_gymnasium(device: str) -> None:
     """HalfCheetah-v5 on MuJoCo Warp follows Gymnasium's to float32 accuracy over the first steps.
 
     Warp computes in float32, Gymnasium's MuJoCo in float64: trajectories drift
-    apart later (measured: ~1e-5 over 7 steps, ~1e-2 by step 30), so only the
-    start is compared step for step.
+    apart later (measured on the CPU: ~1e-5 over 7 steps, ~1e-2 by step 30), so
+    only the start is compared step for step. On an H100 (torch 2.11, Warp 1.19)
+    the GPU solver drifts a little faster: 1.2e-4 by step 4 and 3.5e-4 by step 7,
+    in joint velocities of magnitude up to ~8, hence a relative term there.
     """
     pytest.importorskip("warp")
     pytest.importorskip("mujoco_warp")
@@ -555,6 +557,7 @@ def test_warp_halfcheetah_against_gymnasium(device: str) -> None:
         for i, ref in enumerate(refs):
             obs, rew, term, trunc, _ = ref.step(a[i])
             np.testing.assert_allclose(td["next", "observation"][i].cpu().numpy(), obs, atol=1e-4,
+                                       rtol=1e-4 if dev.type == "cuda" else 0.0,
                                        err_msg=f"step {t}")
             assert float(td["next", "reward"][i, 0]) == pytest.approx(rew, abs=1e-4)
             assert not term and not bool(td["next", "done"][i])

@@ -69,14 +69,37 @@ def test_final_info_is_the_terminal_steps_cartpole() -> None:
     envs.close()
 
 
-def test_seed_int_equals_gymnasium_derived_list() -> None:
-    envs = make_gymnasium("Pendulum-v1", num_envs=4)
-    a, _ = envs.reset(seed=5)
-    b, _ = envs.reset(seed=[5, 6, 7, 8])
-    np.testing.assert_array_equal(a, b)
-    c, _ = envs.reset(seed=[6, 7, 8, 9])
-    np.testing.assert_array_equal(a[1:], c[:3])
-    envs.close()
+def test_one_seeding_rule_on_every_face() -> None:
+    """An int seed means the same on the raw pool, make_gymnasium and gymnasium.make_vec
+    (EnvPool's own tests assert this agreement): trajectories, not only first observations."""
+    import gymnasium
+
+    from torchfrag.envs import make
+
+    rng = np.random.default_rng(0)
+    actions = [rng.uniform(-2, 2, size=(4, 1)).astype(np.float32) for _ in range(20)]
+    faces = [make_gymnasium("Pendulum-v1", num_envs=4),
+             gymnasium.make_vec("torchfrag/Pendulum-v1", num_envs=4,
+                                vectorization_mode="vector_entry_point")]
+    pool = make("Pendulum-v1", num_envs=4, seed=5)
+    ref = [pool.reset()[0].copy()] + [pool.step(a)[0].copy() for a in actions]
+    for envs in faces:
+        got = [envs.reset(seed=5)[0]] + [envs.step(a)[0] for a in actions]
+        np.testing.assert_array_equal(np.stack(got), np.stack(ref))
+        # Adjacent seeds do not share streams (Gymnasium's s + i would make these equal).
+        other, _ = envs.reset(seed=6)
+        assert not np.allclose(ref[0][1], other[0])
+        # A list seeds each env explicitly; a masked reset with an int seed gives those envs
+        # the pool rule's share.
+        b, _ = envs.reset(seed=[5, 6, 7, 8])
+        c, _ = envs.reset(seed=[6, 7, 8, 9])
+        np.testing.assert_array_equal(b[1:], c[:3])
+        if hasattr(envs, "pool"):
+            envs.reset(seed=9)
+            mask = np.array([False, True, False, True])
+            part, _ = envs.reset(seed=5, options={"reset_mask": mask})
+            np.testing.assert_array_equal(part[mask], ref[0][mask])
+        envs.close()
 
 
 def test_reset_mask() -> None:
@@ -115,7 +138,7 @@ def test_reset_mask_matches_gymnasium_layout() -> None:
 
 
 def test_autoreset_mode_enum_and_attribute() -> None:
-    for mode in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
+    for mode in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):
         envs = make_gymnasium("CartPole-v1", num_envs=2, autoreset=mode)
         assert envs.autoreset_mode == mode == envs.metadata["autoreset_mode"]
         envs.close()
@@ -123,7 +146,7 @@ def test_autoreset_mode_enum_and_attribute() -> None:
     assert envs.autoreset_mode == AutoresetMode.SAME_STEP
     envs.close()
     with pytest.raises(ValueError, match="autoreset"):
-        make_gymnasium("CartPole-v1", num_envs=2, autoreset=AutoresetMode.DISABLED)
+        make_gymnasium("CartPole-v1", num_envs=2, autoreset="never")
 
 
 def test_render_mode_is_kept_or_refused_not_dropped() -> None:
@@ -165,4 +188,56 @@ def test_torchrl_gym_env_over_registered_id() -> None:
     env.close()
     env = GymEnv("torchfrag/CartPole-v1", frame_skip=2)  # TorchRL skips frames itself
     assert env.rollout(5)["next", "reward"].max() == 2.0
+    env.close()
+
+
+def test_autoreset_disabled_keeps_finished_envs_until_the_user_resets_them() -> None:
+    """Gymnasium's AutoresetMode.DISABLED: a finished env is not reset by the next step;
+    stepping it before a reset is refused in one line; after a masked reset it steps on
+    from its new first observation (not reset a second time)."""
+    import gymnasium
+    from gymnasium.vector import AutoresetMode
+
+    envs = gymnasium.make_vec("torchfrag/CartPole-v1", num_envs=3,
+                              vectorization_mode="vector_entry_point",
+                              autoreset_mode=AutoresetMode.DISABLED)
+    assert envs.metadata["autoreset_mode"] == AutoresetMode.DISABLED
+    envs.reset(seed=0)
+    push = np.ones(3, dtype=np.int64)  # always right: every pole falls within ~10-60 steps
+    for _ in range(200):
+        _, _, term, trunc, info = envs.step(push)
+        done = term | trunc
+        if done.any():
+            break
+    assert done.any()
+    with pytest.raises(ValueError, match=r"finished their episode and autoreset is disabled"):
+        envs.step(push)
+    first, _ = envs.reset(options={"reset_mask": done})
+    obs, _, _, _, info = envs.step(push)
+    assert (info["elapsed_step"][done] == 1).all()  # one step into the new episode
+    assert not np.allclose(obs[done], first[done])
+    envs.close()
+
+
+@pytest.mark.parametrize("mode", ["DISABLED", "SAME_STEP"])
+def test_torchrl_gymwrapper_over_make_vec(mode: str) -> None:
+    """TorchRL's GymWrapper accepts a vector env in SAME_STEP or DISABLED mode (it refuses
+    NEXT_STEP for Gymnasium's own vector envs too); both run and pass check_env_specs, with
+    episodes ending and restarting inside one rollout."""
+    import gymnasium
+    import torch
+    from gymnasium.vector import AutoresetMode
+    from torchrl.envs import GymWrapper
+    from torchrl.envs.utils import check_env_specs
+
+    vec = gymnasium.make_vec("torchfrag/CartPole-v1", num_envs=4,
+                             vectorization_mode="vector_entry_point",
+                             autoreset_mode=getattr(AutoresetMode, mode))
+    env = GymWrapper(vec)
+    check_env_specs(env)
+    torch.manual_seed(0)
+    td = env.rollout(120, break_when_any_done=False)
+    assert td.shape == (4, 120) and int(td["next", "done"].sum()) >= 4
+    # No observation leaks out of the CartPole bounds: finished envs were reset, not stepped on.
+    assert float(td["next", "observation"][..., 2].abs().max()) < 0.25
     env.close()

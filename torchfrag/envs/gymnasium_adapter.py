@@ -14,8 +14,10 @@ from torchfrag.envs.spec import list_envs
 
 NAMESPACE = "torchfrag"
 
-# Gymnasium's autoreset modes the pool implements, and the pool's names for them.
-_MODES = {AutoresetMode.NEXT_STEP: "next_step", AutoresetMode.SAME_STEP: "same_step"}
+# Gymnasium's autoreset modes the pool implements, and the pool's names for them. DISABLED runs
+# the pool in next-step mode and checks that the user resets finished envs before stepping them.
+_MODES = {AutoresetMode.NEXT_STEP: "next_step", AutoresetMode.SAME_STEP: "same_step",
+          AutoresetMode.DISABLED: "disabled"}
 
 
 class PoolVectorEnv(VectorEnv):
@@ -27,15 +29,25 @@ class PoolVectorEnv(VectorEnv):
     convention: every key has a boolean mask ``_key``. With
     ``autoreset="same_step"`` finished envs report ``final_obs`` and
     ``final_info`` (the terminal step's observation and infos) as Gymnasium's
-    own vector envs do. ``reset(seed=s)`` seeds env ``i`` with ``s + i`` as
-    Gymnasium does, and ``reset(options={"reset_mask": mask})`` resets only the
+    own vector envs do. ``reset(options={"reset_mask": mask})`` resets only the
     masked envs.
+
+    Seeding follows one rule on every face: an int seed ``s`` seeds env ``i``
+    from ``hash(s, i)``, exactly as ``make(env_id, seed=s)`` does, so
+    ``reset(seed=s)`` here, on ``gymnasium.make_vec("torchfrag/...")`` and a
+    pool made with ``seed=s`` give the same trajectories. Gymnasium's own
+    vector envs derive ``s + i`` instead; the hash keeps the streams of runs
+    with adjacent seeds apart (seed 0's env 1 is not seed 1's env 0). A list
+    seeds each env explicitly with its own entry.
 
     Args:
         env_id: A pool env id.
         num_envs: Number of envs.
-        autoreset: ``"next_step"`` (Gymnasium's default) or ``"same_step"``, as
-            a string or a ``gymnasium.vector.AutoresetMode``.
+        autoreset: ``"next_step"`` (Gymnasium's default), ``"same_step"`` or
+            ``"disabled"``, as a string or a ``gymnasium.vector.AutoresetMode``.
+            Disabled: finished envs stay finished until the user resets them
+            (``reset(options={"reset_mask": ...})``); stepping one before that
+            raises ``ValueError`` (Gymnasium's own vector envs assert).
         copy: Copy observations out of the pool's buffers.
         **kwargs: Passed to :class:`~torchfrag.envs.EnvPool` (``seed``,
             ``num_threads``, env options).
@@ -60,7 +72,11 @@ class PoolVectorEnv(VectorEnv):
                 raise ValueError(f"autoreset={autoreset} is not supported by the pool; use"
                                  f" one of {list(_MODES)}")
             autoreset = _MODES[autoreset]
-        self.pool = EnvPool(env_id, num_envs=num_envs, autoreset=autoreset, **kwargs)
+        self._disabled = autoreset == "disabled"
+        #: Envs that finished under ``autoreset="disabled"`` and wait for a reset.
+        self._finished = np.zeros(num_envs, dtype=bool)
+        self.pool = EnvPool(env_id, num_envs=num_envs,
+                            autoreset="next_step" if self._disabled else autoreset, **kwargs)
         self.num_envs = num_envs
         self.copy = copy
         self.single_observation_space = self.pool.observation_space
@@ -84,16 +100,18 @@ class PoolVectorEnv(VectorEnv):
         if options:
             raise ValueError(f"reset options other than 'reset_mask' are not supported by the"
                              f" pool, got {sorted(options)}")
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            seed = [int(seed) + i for i in range(self.num_envs)]  # Gymnasium's derivation
+        one_seed = isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)
         if mask is None:
             if seed is not None:
-                self.pool.seed(list(seed))
+                self.pool.seed(int(seed) if one_seed else list(seed))
             obs, info = self.pool.reset()
+            self._finished[:] = False
             self._last_obs = obs.copy()
             return self._out(obs), self._infos(info, None)
         ids = self._reset_ids(mask)
-        if seed is not None:
+        if one_seed:
+            self.pool.seed(int(seed), ids)  # the masked envs get their share of the pool rule
+        elif seed is not None:
             seeds = list(seed)
             if len(seeds) != self.num_envs:
                 raise ValueError(f"seed: one seed per env ({self.num_envs}), got {len(seeds)}")
@@ -101,6 +119,7 @@ class PoolVectorEnv(VectorEnv):
             if chosen:
                 self.pool.seed([s for _, s in chosen], [i for i, _ in chosen])
         obs_r, info_r = self.pool.reset(ids)
+        self._finished[ids] = False
         obs = self._last_obs.copy()
         obs[ids] = obs_r
         self._last_obs = obs.copy()
@@ -131,8 +150,15 @@ class PoolVectorEnv(VectorEnv):
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                           dict[str, Any]]:
+        if self._disabled and self._finished.any():
+            raise ValueError(
+                f"envs {np.flatnonzero(self._finished).tolist()} finished their episode and "
+                "autoreset is disabled: reset them first, e.g. "
+                "reset(options={'reset_mask': terminated | truncated})")
         obs, reward, terminated, truncated, info = self.pool.step(actions)
         done = terminated | truncated
+        if self._disabled:
+            self._finished |= done
         if self._last_obs is not None:
             self._last_obs[...] = obs
         return (self._out(obs), reward.copy(), terminated.copy(), truncated.copy(),

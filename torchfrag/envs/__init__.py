@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from torchfrag.envs.dm_adapter import PoolDmEnv, make_dm
 from torchfrag.envs.gymnasium_adapter import (
     PoolSingleEnv,
     PoolVectorEnv,
@@ -32,10 +33,12 @@ __all__ = [
     "EnvSpec",
     "OptionInfo",
     "PoolClosedError",
+    "PoolDmEnv",
     "PoolSingleEnv",
     "PoolVectorEnv",
     "list_envs",
     "make",
+    "make_dm",
     "make_gymnasium",
     "per_env_seeds",
     "register_gymnasium_envs",

@@ -101,6 +101,7 @@ class Calls:
         while not ev.wait(0.2):
             self.cluster.check_alive([worker])
             if time.monotonic() > deadline:
+                self.cluster.lost.add(worker)
                 raise WorkerTimeout(f"{self.cluster.where(worker)} did not answer within {self.timeout:.1f}s "
                                     "(policy.timeout)", worker)
         try:
@@ -124,9 +125,11 @@ class Calls:
         first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
         if "timed out" in text.lower() or "timeout" in text.lower():
             hint = "; its host may be down or cut off" if self.cluster.torchrun else ""
+            self.cluster.lost.add(worker)
             return WorkerTimeout(f"{self.cluster.where(worker)} did not answer within {self.timeout:.1f}s "
                                  f"(policy.timeout){hint}: {first}", worker)
         if self.cluster.torchrun and _connection_lost(text):
+            self.cluster.lost.add(worker)
             return WorkerDied(f"{self.cluster.where(worker)} closed its connection: its process or its host "
                               f"died ({first})", worker)
         if not self.cluster.torchrun:

@@ -342,6 +342,8 @@ class Cluster:
     saved_env: dict[str, str | None] = field(default_factory=dict)
     #: Under torchrun: worker name -> ``{"rank", "pid", "address"}`` it reported at start-up.
     places: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Workers that died or stopped answering: :meth:`shutdown` does not wait for them.
+    lost: set[str] = field(default_factory=set)
 
     def rendezvous(self, name: str) -> str:
         """``init_method`` of a rendezvous: a file store for spawned workers (no port listens on
@@ -579,7 +581,7 @@ class Cluster:
         if self.started:
             futs = []
             for w in self.workers:
-                if w in self.procs and self.procs[w].exitcode is not None:
+                if w in self.lost or (w in self.procs and self.procs[w].exitcode is not None):
                     continue
                 with contextlib.suppress(Exception):
                     futs.append(rpc.rpc_async(w, rt._remote_stop, timeout=5))

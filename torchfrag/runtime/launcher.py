@@ -390,11 +390,11 @@ class Cluster:
             os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
             if env["rank"] != 0:
                 _set_pdeathsig()
+                from torchfrag.runtime import worker as rt
+
                 code = 0
                 try:
                     os.environ.update(self._interface_env())
-                    from torchfrag.runtime import worker as rt
-
                     rt._WORKER["address"] = interface_for(self.addr)[1]
                     serve_worker(env["rank"], world, self.addr, self.port, self.timeout)
                 except (MasterUnreachable, DriverLost) as err:  # one line: nothing else to tell

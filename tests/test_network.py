@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -202,93 +201,39 @@ def test_torchrun_worker_without_master_says_so_in_one_line(tmp_path):
     assert elapsed < 60
 
 
-# -- two hosts: network namespaces on a bridge -------------------------------------------------------
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=30)
-
-
-def _tfnet_left(prefix: str) -> list[str]:
-    names = [line.split()[0] for line in _ip("netns", "list").stdout.splitlines() if line.strip()]
-    links = [line for line in _ip("-o", "link").stdout.splitlines() if prefix in line]
-    return [n for n in names if n.startswith(prefix)] + links
-
-
+# -- two hosts: network namespaces on a bridge (torchfrag.testing.cluster) --------------------------
 @pytest.fixture
-def two_hosts():
-    """``(node0, node1)`` namespaces at 198.18.0.1/.2 on a bridge in a third namespace; no other route."""
-    if not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("needs Linux, root and iproute2 (ip netns)")
-    prefix = f"tfnet{os.getpid() % 100000}"
-    sw, hosts = f"{prefix}sw", [f"{prefix}n0", f"{prefix}n1"]
-    made: list[str] = []
+def two_hosts(tmp_path):
+    """Two hosts at 198.18.0.1/.2 on a bridge, no other route; nothing is left afterwards."""
+    from torchfrag.testing.cluster import Cluster, unavailable
+
+    why = unavailable()
+    if why is not None:
+        pytest.skip(why)
+    cluster = Cluster(2, log_dir=tmp_path / "hosts", env=_env())
     try:
-        for ns in (sw, *hosts):
-            _ip("netns", "add", ns)
-            made.append(ns)
-        _ip("-n", sw, "link", "add", "name", "tfnetbr", "type", "bridge")
-        _ip("-n", sw, "link", "set", "tfnetbr", "up")
-        for i, ns in enumerate(hosts):
-            _ip("-n", sw, "link", "add", "name", f"tfnetv{i}", "type", "veth", "peer", "name", "tfneth0",
-                "netns", ns)
-            _ip("-n", sw, "link", "set", f"tfnetv{i}", "master", "tfnetbr")
-            _ip("-n", sw, "link", "set", f"tfnetv{i}", "up")
-            _ip("-n", ns, "addr", "add", f"198.18.0.{i + 1}/24", "dev", "tfneth0")
-            _ip("-n", ns, "link", "set", "tfneth0", "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
-    except (subprocess.CalledProcessError, OSError) as err:
-        for ns in made:
-            _ip("netns", "del", ns, check=False)
-        pytest.skip(f"network namespaces are not available here: {getattr(err, 'stderr', err)}")
-    try:
-        yield hosts
+        cluster.start()
+        yield cluster
     finally:
-        for ns in made:
-            _ip("netns", "del", ns, check=False)
-        assert _tfnet_left(prefix) == []
-
-
-def _listeners(ns: str) -> set[tuple[str, int]]:
-    out = _ip("netns", "exec", ns, "ss", "-ltnH", check=False).stdout
-    found = set()
-    for line in out.splitlines():
-        local = line.split()[3]
-        host, _, port = local.rpartition(":")
-        found.add((host.strip("[]"), int(port)))
-    return found
+        cluster.close()
+        assert cluster.leftovers() == []
 
 
 def test_two_hosts_readme_torchrun_command(two_hosts, tmp_path):
-    if shutil.which("ss") is None:
-        pytest.skip("needs ss (iproute2)")
     port = 29500
-    common = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-              "--master-addr", "198.18.0.1", "--master-port", str(port), "-m", "torchfrag.train",
-              "policy=actors", "policy.actors=1", "policy.master_addr=198.18.0.1", "policy.timeout=60",
-              "algo.num_envs=2", "algo.steps=16", "algo.minibatch_size=32", "total_frames=160",
-              "eval_episodes=0", "plot=false", "progress=false", "logger=none", "checkpoint_every=0"]
-    logs = [open(tmp_path / f"node{r}.log", "wb") for r in (0, 1)]
-    procs = []
+    args = ["-m", "torchfrag.train", "policy=actors", "policy.actors=1", "policy.master_addr=198.18.0.1",
+            "policy.timeout=60", "algo.num_envs=2", "algo.steps=16", "algo.minibatch_size=32",
+            "total_frames=160", "eval_episodes=0", "plot=false", "progress=false", "logger=none",
+            "checkpoint_every=0"]
+    procs = [two_hosts.torchrun(r, [*args, f"hydra.run.dir={tmp_path}/node{r}"], master_port=port, cwd=ROOT)
+             for r in (0, 1)]
     seen: list[set[tuple[str, int]]] = [set(), set()]
-    try:
-        for r, ns in enumerate(two_hosts):
-            cmd = ["ip", "netns", "exec", ns, *common[:5], "--node-rank", str(r), *common[5:],
-                   f"hydra.run.dir={tmp_path}/node{r}"]
-            procs.append(subprocess.Popen(cmd, env=_env(), cwd=ROOT, stdout=logs[r], stderr=subprocess.STDOUT,
-                                          start_new_session=True))
-        deadline = time.monotonic() + 180
-        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-            for r, ns in enumerate(two_hosts):
-                seen[r] |= _listeners(ns)
-            time.sleep(0.2)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-        for f in logs:
-            f.close()
-    outs = [(tmp_path / f"node{r}.log").read_text(errors="replace") for r in (0, 1)]
-    assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
+    deadline = time.monotonic() + 180
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        for r in (0, 1):
+            seen[r] |= two_hosts.listeners(r)
+        time.sleep(0.2)
+    assert [p.poll() for p in procs] == [0, 0], two_hosts.log(0)[-3000:] + two_hosts.log(1)[-3000:]
     summary = json.loads((tmp_path / "node0" / "summary.json").read_text())
     assert summary["frames"] == 160
     # torchrun's own store (MASTER_PORT, node 0) is torchrun's and listens on every interface
@@ -305,13 +250,13 @@ def test_node_with_no_route_to_the_master_says_so_at_once(two_hosts, tmp_path):
     env = _env(RANK="1", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="198.18.1.1",
                MASTER_PORT=str(free_port()), TORCH_CPP_LOG_LEVEL="ERROR")
     t0 = time.monotonic()
-    proc = subprocess.run(["ip", "netns", "exec", two_hosts[1], sys.executable, "-m", "torchfrag.train",
-                           "policy=actors", "policy.actors=1", "algo.num_envs=2", "algo.steps=16",
-                           "eval_episodes=0", "progress=false", "logger=none",
-                           f"hydra.run.dir={tmp_path}/run"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, out[-3000:]
+    proc = two_hosts.run(1, [sys.executable, "-m", "torchfrag.train", "policy=actors", "policy.actors=1",
+                             "algo.num_envs=2", "algo.steps=16", "eval_episodes=0", "progress=false",
+                             "logger=none", f"hydra.run.dir={tmp_path}/run"],
+                         name="node1", cwd=str(tmp_path), env=env)
+    code = proc.wait(120)
+    out = two_hosts.log(1, "node1")
+    assert code == 1, out[-3000:]
     said = [line for line in out.splitlines() if "no route to the master address 198.18.1.1" in line]
     assert len(said) == 1 and "Traceback" not in out, out[-3000:]
     assert time.monotonic() - t0 < 60

@@ -101,7 +101,8 @@ class Calls:
         while not ev.wait(0.2):
             self.cluster.check_alive([worker])
             if time.monotonic() > deadline:
-                raise WorkerTimeout(f"{worker} did not answer within {self.timeout:.1f}s "
+                self.cluster.lost.add(worker)
+                raise WorkerTimeout(f"{self.cluster.where(worker)} did not answer within {self.timeout:.1f}s "
                                     "(policy.timeout)", worker)
         try:
             value = fut.wait()
@@ -121,9 +122,16 @@ class Calls:
                 self.cluster.check_alive([who])
             except WorkerDied as died:
                 return WorkerDied(f"{died} (while waiting for {worker})", who)
+        first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
         if "timed out" in text.lower() or "timeout" in text.lower():
-            return WorkerTimeout(f"{worker} did not answer within {self.timeout:.1f}s "
-                                 f"(policy.timeout): {text.splitlines()[0] if text else ''}", worker)
+            hint = "; its host may be down or cut off" if self.cluster.torchrun else ""
+            self.cluster.lost.add(worker)
+            return WorkerTimeout(f"{self.cluster.where(worker)} did not answer within {self.timeout:.1f}s "
+                                 f"(policy.timeout){hint}: {first}", worker)
+        if self.cluster.torchrun and _connection_lost(text):
+            self.cluster.lost.add(worker)
+            return WorkerDied(f"{self.cluster.where(worker)} closed its connection: its process or its host "
+                              f"died ({first})", worker)
         if not self.cluster.torchrun:
             # Wait briefly: a connection error is often the first sign of a death.
             time.sleep(0.3)
@@ -133,6 +141,16 @@ class Calls:
                 except WorkerDied as died:
                     return died
         return WorkerError(f"{worker} raised:\n{text}", worker)
+
+
+#: What TensorPipe and gloo say when the other end of a connection is gone.
+_LOST = ("eof", "connection reset", "connection closed", "connection refused", "broken pipe", "pipe closed")
+
+
+def _connection_lost(text: str) -> bool:
+    """Whether an RPC error's text says the connection to the worker broke (not a remote exception)."""
+    low = text.lower()
+    return "traceback" not in low and any(m in low for m in _LOST)
 
 
 def cat_raw(raws: Sequence[torch.Tensor | None]) -> torch.Tensor | None:

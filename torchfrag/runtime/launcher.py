@@ -51,15 +51,20 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchfrag.network import AddressError, check_master_addr, socket_ifname_env
+from torchfrag.network import AddressError, check_master_addr, interface_for, socket_ifname_env
 from torchfrag.runtime.rendezvous import MasterUnreachable, register, rendezvous_url
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Cluster", "MasterUnreachable", "WorkerError", "WorkerDied", "WorkerTimeout", "free_port",
-           "torchrun_env", "serve_worker"]
+__all__ = ["Cluster", "DriverLost", "MasterUnreachable", "WorkerError", "WorkerDied", "WorkerTimeout",
+           "PING_INTERVAL_S", "free_port", "torchrun_env", "serve_worker"]
 
 _DRIVER = "driver"
+
+#: How often a torchrun worker pings the driver; one that gets no answer within
+#: ``policy.timeout`` exits, so a worker of a driver that died or was cut off is gone within
+#: ``policy.timeout + PING_INTERVAL_S`` (plus a poll of 0.5 s).
+PING_INTERVAL_S = 2.0
 
 
 class WorkerError(RuntimeError):
@@ -76,6 +81,10 @@ class WorkerDied(WorkerError):
 
 class WorkerTimeout(WorkerError):
     """A worker did not answer within the policy's timeout."""
+
+
+class DriverLost(ConnectionError):
+    """A torchrun worker lost its driver (it died or its host was cut off): a one-line message."""
 
 
 def free_port(addr: str = "127.0.0.1") -> int:
@@ -186,6 +195,50 @@ def _rpc_init_counter() -> int:
     return int(getattr(rpc_mod, "_init_counter", 0))
 
 
+class _DriverWatch:
+    """Pings the driver every :data:`PING_INTERVAL_S` seconds from a torchrun worker.
+
+    Args:
+        addr: The driver's address (for the message).
+        timeout: How long a ping may go unanswered (``policy.timeout``).
+        stopping: Whether the driver already told this worker to stop (a failed ping then
+            means nothing).
+    """
+
+    def __init__(self, addr: str, timeout: float, stopping: Any) -> None:
+        self.addr, self.timeout, self.stopping = addr, float(timeout), stopping
+        self.fut: Any = None
+        self.next = time.monotonic() + PING_INTERVAL_S
+
+    def poll(self) -> None:
+        """Sends the next ping when due, checks the last one.
+
+        Raises:
+            DriverLost: The last ping failed (no answer within the timeout, or the connection broke).
+        """
+        from torch.distributed import rpc
+
+        from torchfrag.runtime import worker as rt
+
+        now = time.monotonic()
+        if self.fut is None:
+            if now >= self.next:
+                self.fut = rpc.rpc_async(_DRIVER, rt._ping, timeout=self.timeout)
+            return
+        if not self.fut.done():
+            return
+        fut, self.fut, self.next = self.fut, None, now + PING_INTERVAL_S
+        try:
+            fut.wait()
+        except Exception as err:  # noqa: BLE001 - becomes the one-line reason
+            if self.stopping():
+                return
+            text = str(err)
+            reason = (f"no answer within {self.timeout:.0f}s (policy.timeout)" if "timeout" in text.lower()
+                      else f"connection lost: {text.strip().splitlines()[0] if text.strip() else type(err).__name__}")
+            raise DriverLost(f"lost the driver at {self.addr} ({reason}); exiting") from None
+
+
 def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: float,
                  init_counter: int = 0, init_method: str | None = None) -> None:
     """Body of a worker process: join RPC, serve calls until the driver says stop, exit.
@@ -201,8 +254,12 @@ def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: floa
         init_method: The rendezvous (``file://`` for spawned workers); ``None``: rank 0's store
             at ``addr:port`` (``torchfrag://``).
 
+    A worker with no parent process to watch (a torchrun rank) pings the driver instead
+    (:class:`_DriverWatch`) and exits when that fails.
+
     Raises:
         MasterUnreachable: The rendezvous at ``addr:port`` did not answer within ``timeout``.
+        DriverLost: A torchrun worker's driver stopped answering.
     """
     import torch.distributed.rpc as rpc_mod
     from torch.distributed import rpc
@@ -221,10 +278,13 @@ def serve_worker(rank: int, world_size: int, addr: str, port: int, timeout: floa
     logger.debug("worker%d up", rank)
     stop: threading.Event = rt._WORKER["stop"]
     parent = rt._WORKER.get("parent")
+    watch = _DriverWatch(addr, timeout, stop.is_set) if parent is None else None
     while not stop.wait(0.5):
         if parent is not None and os.getppid() != parent:
             logger.warning("worker%d: the driver is gone; exiting", rank)
             break
+        if watch is not None:
+            watch.poll()
     time.sleep(0.05)  # let the reply to the stop request leave
     with contextlib.suppress(Exception):
         rt._close_worker_state()
@@ -280,6 +340,10 @@ class Cluster:
     store_dir: str | None = None
     #: Environment variables this cluster set in the driver's process, with their earlier values.
     saved_env: dict[str, str | None] = field(default_factory=dict)
+    #: Under torchrun: worker name -> ``{"rank", "pid", "address"}`` it reported at start-up.
+    places: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Workers that died or stopped answering: :meth:`shutdown` does not wait for them.
+    lost: set[str] = field(default_factory=set)
 
     def rendezvous(self, name: str) -> str:
         """``init_method`` of a rendezvous: a file store for spawned workers (no port listens on
@@ -326,12 +390,15 @@ class Cluster:
             os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
             if env["rank"] != 0:
                 _set_pdeathsig()
+                from torchfrag.runtime import worker as rt
+
                 code = 0
                 try:
                     os.environ.update(self._interface_env())
+                    rt._WORKER["address"] = interface_for(self.addr)[1]
                     serve_worker(env["rank"], world, self.addr, self.port, self.timeout)
-                except MasterUnreachable as err:  # one line: nothing else to tell
-                    logger.error("worker%d: %s", env["rank"], err)
+                except (MasterUnreachable, DriverLost) as err:  # one line: nothing else to tell
+                    logger.error("worker%d (host %s): %s", env["rank"], rt._WORKER.get("address", "?"), err)
                     code = 1
                 except BaseException:  # noqa: BLE001 - reported, then a hard exit
                     logger.exception("worker%d failed", env["rank"])
@@ -375,6 +442,28 @@ class Cluster:
             self.kill()
             raise
         self.started = True
+        if self.torchrun:
+            self._locate_workers()
+
+    def _locate_workers(self) -> None:
+        """Asks every torchrun worker where it runs, for error messages (:meth:`where`)."""
+        from torch.distributed import rpc
+
+        from torchfrag.runtime import worker as rt
+
+        futs = {w: rpc.rpc_async(w, rt._remote_whereami, timeout=self.timeout) for w in self.workers}
+        for w, fut in futs.items():
+            with contextlib.suppress(Exception):
+                self.places[w] = dict(fut.wait())
+
+    def where(self, name: str) -> str:
+        """``name`` with its rank, host address and pid where known: ``worker2 (rank 2, host
+        198.18.0.3, pid 812)``; a spawned worker's pid."""
+        info = self.places.get(name)
+        if info is not None:
+            return f"{name} (rank {info['rank']}, host {info['address']}, pid {info['pid']})"
+        proc = self.procs.get(name)
+        return f"{name} (pid {proc.pid})" if proc is not None else name
 
     def _master_ip(self, env: dict[str, Any] | None) -> str:
         """Node 0's IP address: the policy's, or under torchrun (``env``) ``MASTER_ADDR`` while the
@@ -492,7 +581,7 @@ class Cluster:
         if self.started:
             futs = []
             for w in self.workers:
-                if w in self.procs and self.procs[w].exitcode is not None:
+                if w in self.lost or (w in self.procs and self.procs[w].exitcode is not None):
                     continue
                 with contextlib.suppress(Exception):
                     futs.append(rpc.rpc_async(w, rt._remote_stop, timeout=5))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -37,6 +38,16 @@ def worker_extra(ex: Any, placement: Any) -> dict[str, Any]:
     role = placed[0] if placed else "learner"
     return {"env_threads": getattr(policy, "env_threads", None), "seed": getattr(ex.factory, "seed", 0),
             "device": policy.device(role)}
+
+
+def _ping() -> bool:
+    """What a torchrun worker calls on the driver to tell that it is still there."""
+    return True
+
+
+def _remote_whereami() -> dict[str, Any]:
+    """This worker's rank, pid and the address it reaches the driver from (set by the launcher)."""
+    return {"rank": _WORKER.get("rank"), "pid": os.getpid(), "address": _WORKER.get("address")}
 
 
 def _remote_stop() -> bool:

@@ -1,0 +1,247 @@
+"""Many hosts: a policy across simulated hosts (network namespaces on a bridge) and host faults.
+
+Each test builds its hosts with :class:`torchfrag.testing.cluster.Cluster` (198.18.0.1..N, no other
+route) in a fixture that removes them, and checks that nothing is left, even when the test fails.
+Host 0 runs the driver (node 0), hosts 1 and 2 one worker each, every node started with the README's
+``torchrun`` command running a user's script (``_cluster_job.py``).
+
+Stated bounds (``policy.timeout`` = T, here 8 s; README, "Several machines"):
+
+* a worker host killed: the driver raises ``WorkerDied`` naming the rank and host at once (< 5 s);
+* a worker host cut off: the driver raises ``WorkerTimeout`` naming it within T + 5 s; the cut-off
+  worker exits by itself (it pings the driver) within T + 5 s;
+* the driver host cut off: every worker exits with "lost the driver" within T + 5 s;
+* every process of every host is gone within T + 15 s of the fault (torchrun agents included);
+* a host that never joins: torchrun's rendezvous gives up after its ``--rdzv-conf timeout``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+import torchfrag
+from torchfrag.testing.cluster import Cluster, unavailable
+
+from _cluster_job import train
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(torchfrag.__file__)))
+TESTS = os.path.dirname(os.path.abspath(__file__))
+JOB = os.path.join(TESTS, "_cluster_job.py")
+T = 8.0  # policy.timeout of the fault tests
+
+
+def host_env() -> dict[str, str]:
+    """The environment of every host's processes: this checkout and the tests' helpers importable."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, TESTS]), "OMP_NUM_THREADS": "1"}
+
+
+def make_cluster(n: int, log_dir: Path) -> Iterator[Cluster]:
+    """A started cluster of ``n`` hosts; afterwards asserts that it left nothing behind."""
+    why = unavailable()
+    if why is not None:
+        pytest.skip(why)
+    cluster = Cluster(n, log_dir=log_dir, env=host_env())
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+        assert cluster.leftovers() == []
+
+
+@pytest.fixture
+def three_hosts(tmp_path: Path) -> Iterator[Cluster]:
+    yield from make_cluster(3, tmp_path / "logs")
+
+
+def start_job(cluster: Cluster, policy: dict, iterations: int, out: Path, hosts: range | None = None,
+              torchrun_args: tuple[str, ...] = ()) -> list:
+    out.mkdir(parents=True, exist_ok=True)
+    args = [*torchrun_args, JOB, json.dumps(policy), str(iterations), str(out)]
+    return [cluster.torchrun(i, args, cwd=str(out)) for i in (hosts or range(cluster.n_hosts))]
+
+
+def wait_all(procs: list, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+_SERVE = """
+import socket
+s = socket.create_server(("{addr}", 5000))
+conn, (peer, _) = s.accept()
+print("hello from", peer, flush=True)
+"""
+
+
+def _connect(addr: str) -> list[str]:
+    return [sys.executable, "-c", f"import socket; socket.create_connection(({addr!r}, 5000), timeout=2)"]
+
+
+# -- the harness ------------------------------------------------------------------------------------
+def test_harness_builds_isolated_hosts_and_removes_them(tmp_path):
+    why = unavailable()
+    if why is not None:
+        pytest.skip(why)
+    with Cluster(3, log_dir=tmp_path) as c:
+        names = [h.namespace for h in c.hosts]
+        server = c.run(1, [sys.executable, "-c", _SERVE.format(addr=c.address(1))], name="server")
+        deadline = time.monotonic() + 30
+        while (c.address(1), 5000) not in c.listeners(1) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert c.listeners(1) == {(c.address(1), 5000)} and c.listeners(0) == set()
+        assert c.run(0, _connect(c.address(1)), name="hello").wait(15) == 0, c.log(0)
+        assert server.wait(15) == 0 and "hello from 198.18.0.1" in c.log(1, "server")
+        outside = c.run(1, ["ip", "route", "get", "10.0.0.1"], name="route")
+        assert outside.wait(15) != 0  # no route anywhere but 198.18.0.0/24
+        sleeper = c.run(2, [sys.executable, "-c", "import time; time.sleep(600)"])
+        assert c.pids(2) == [sleeper.pid]
+        assert c.kill(2) == [sleeper.pid] and sleeper.wait(10) < 0
+        c.run(1, [sys.executable, "-c", _SERVE.format(addr=c.address(1))], name="server2")
+        c.cut(1)
+        assert c.run(0, _connect(c.address(1)), name="cut").wait(15) != 0  # times out: no answer
+        c.run(2, [sys.executable, "-c", "import time; time.sleep(600)"])  # left running for close()
+    assert c.leftovers() == []
+    assert not set(names) & set(os.popen("ip netns list").read().split())
+
+
+def test_harness_removes_what_a_killed_run_left(tmp_path):
+    why = unavailable()
+    if why is not None:
+        pytest.skip(why)
+    import subprocess
+
+    # A run that is SIGKILLed in the middle: its namespaces and its sleeping process stay behind.
+    code = ("import sys, time; from torchfrag.testing.cluster import Cluster; c = Cluster(2); c.start(); "
+            "c.run(1, [sys.executable, '-c', 'import time; time.sleep(600)']); "
+            "print(c.prefix, flush=True); time.sleep(600)")
+    victim = subprocess.Popen([sys.executable, "-c", code], env=host_env(), stdout=subprocess.PIPE, text=True)
+    prefix = victim.stdout.readline().strip()
+    victim.kill()
+    victim.wait()
+    stale = [ns for ns in os.popen("ip netns list").read().split() if ns.startswith(prefix)]
+    assert len(stale) == 3  # the switch and two hosts
+    with Cluster(1, log_dir=tmp_path):
+        left = [ns for ns in os.popen("ip netns list").read().split() if ns.startswith(prefix)]
+        assert left == []
+
+
+# -- policies across hosts ------------------------------------------------------------------------
+ITER = 3
+POLICIES = {"actors": {"name": "actors", "actors": 2, "timeout": 60},
+            "data_parallel": {"name": "data_parallel", "workers": 3, "timeout": 60}}
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_policy_across_three_hosts_equals_loopback(three_hosts, tmp_path, name):
+    c, policy = three_hosts, POLICIES[name]
+    procs = start_job(c, policy, ITER, tmp_path / "out")
+    seen: list[set[tuple[str, int]]] = [set() for _ in range(3)]
+    deadline = time.monotonic() + 150
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        for i in range(3):
+            seen[i] |= c.listeners(i)
+        time.sleep(0.2)
+    assert [p.poll() for p in procs] == [0, 0, 0], "\n".join(c.log(i)[-2000:] for i in range(3))
+    across = torch.load(tmp_path / "out" / "params.pt")
+    # The same run with spawned workers on loopback: the same envs per rank, the same arithmetic.
+    assert torch.equal(across, train(policy, ITER))
+    # Every listener on the host's own address, except torchrun's store (node 0, --master-port).
+    assert ("*", 29500) in seen[0]
+    for i in range(3):
+        ours = {ip for ip, port in seen[i] if (ip, port) != ("*", 29500)}
+        assert ours == {c.address(i)}, seen
+
+
+# -- host faults ------------------------------------------------------------------------------------
+FAULT_POLICY = {"name": "actors", "actors": 2, "timeout": T}
+
+
+def run_until_fault(c: Cluster, out: Path, fault) -> tuple[list, float]:
+    """Starts a long job, applies ``fault`` after its first iteration; returns the procs and the time."""
+    procs = start_job(c, FAULT_POLICY, 1000, out)
+    deadline = time.monotonic() + 120
+    while not (out / "iter1").exists():
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), c.log(0)[-3000:]
+        time.sleep(0.1)
+    fault()
+    return procs, time.monotonic()
+
+
+def hosts_empty_after(c: Cluster, since: float, limit: float, hosts=range(3)) -> dict[int, float]:
+    """Seconds from ``since`` until each host has no process left (waits up to ``limit``)."""
+    ends: dict[int, float] = {}
+    while len(ends) < len(hosts) and time.monotonic() - since < limit:
+        for i in hosts:
+            if i not in ends and not c.pids(i):
+                ends[i] = time.monotonic() - since
+        time.sleep(0.1)
+    return ends
+
+
+def one_line(log: str, text: str) -> str:
+    found = [line for line in log.splitlines() if text in line]
+    assert found, log[-3000:]
+    return found[0]
+
+
+def test_worker_host_killed(three_hosts, tmp_path):
+    c = three_hosts
+    procs, t_fault = run_until_fault(c, tmp_path / "out", lambda: c.kill(2))
+    ends = hosts_empty_after(c, t_fault, T + 15)
+    assert sorted(ends) == [0, 1, 2] and max(ends.values()) < T + 15, ends
+    line = one_line(c.log(0), "WorkerDied:")
+    assert "worker2 (rank 2, host 198.18.0.3" in line and "closed its connection" in line, line
+    assert procs[0].poll() == 1 and procs[1].poll() is not None
+    assert ends[0] < 5, ends  # detected at once: the killed host's sockets were closed
+    print(f"worker host killed: hosts empty after {ends}")
+
+
+def test_worker_host_cut_off(three_hosts, tmp_path):
+    c = three_hosts
+    procs, t_fault = run_until_fault(c, tmp_path / "out", lambda: c.cut(2))
+    ends = hosts_empty_after(c, t_fault, T + 15)
+    assert sorted(ends) == [0, 1, 2] and max(ends.values()) < T + 15, ends
+    line = one_line(c.log(0), "WorkerTimeout:")
+    assert "worker2 (rank 2, host 198.18.0.3" in line and f"within {T:.1f}s (policy.timeout)" in line, line
+    line = one_line(c.log(2), "lost the driver")
+    assert line.startswith("worker2 (host 198.18.0.3): lost the driver at 198.18.0.1"), line
+    assert T - 1 < ends[0] < T + 5 and ends[2] < T + 5, ends
+    print(f"worker host cut off: hosts empty after {ends}")
+
+
+def test_driver_host_cut_off(three_hosts, tmp_path):
+    c = three_hosts
+    procs, t_fault = run_until_fault(c, tmp_path / "out", lambda: c.cut(0))
+    ends = hosts_empty_after(c, t_fault, T + 15)
+    assert sorted(ends) == [0, 1, 2] and max(ends.values()) < T + 15, ends
+    for i in (1, 2):
+        line = one_line(c.log(i), "lost the driver")
+        assert line.startswith(f"worker{i} (host {c.address(i)}): lost the driver at 198.18.0.1 "
+                               f"(no answer within {T:.0f}s (policy.timeout)); exiting"), line
+        assert ends[i] < T + 5, ends
+    assert [p.poll() for p in procs] == [1, 1, 1]
+    print(f"driver host cut off: hosts empty after {ends}")
+
+
+def test_host_that_never_joins(three_hosts, tmp_path):
+    c = three_hosts
+    wait = 10
+    t0 = time.monotonic()
+    procs = start_job(c, FAULT_POLICY, 3, tmp_path / "out", hosts=range(2),
+                      torchrun_args=("--rdzv-conf", f"timeout={wait}"))
+    wait_all(procs, wait + 30)
+    took = time.monotonic() - t0
+    assert [p.returncode for p in procs] == [1, 1], c.log(0)[-3000:]
+    assert wait - 1 < took < wait + 15, took
+    assert "2/3 clients joined" in one_line(c.log(0), "waiting for clients")
+    assert not (tmp_path / "out" / "iter0").exists()
+    print(f"host that never joins: nodes exited after {took:.1f}s")

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from tensordict import TensorDict, TensorDictBase
-from torchrl.data import Bounded, Categorical, Composite, OneHot, Unbounded
+from torchrl.data import Bounded, Categorical, Composite, MultiCategorical, OneHot, Unbounded
 from torchrl.data.utils import numpy_to_torch_dtype_dict
 from torchrl.envs import EnvBase
 
@@ -129,6 +129,23 @@ def _array_spec(shape: tuple[int, ...], dtype: np.dtype, low: np.ndarray | None,
     return Unbounded(shape=shape, dtype=tdtype, device=device)
 
 
+def _categorical_spec(space: spaces.Discrete | spaces.MultiDiscrete, lead: tuple[int, ...],
+                      device: torch.device | None) -> Categorical | MultiCategorical | Bounded:
+    """TorchRL spec of a categorical observation: integer indices, as GymEnv keeps them with
+    ``categorical_action_encoding=True`` (``Bounded`` where the categories do not start at 0)."""
+    if isinstance(space, spaces.Discrete):
+        if int(space.start) == 0:
+            return Categorical(int(space.n), shape=lead, dtype=torch.int64, device=device)
+        low, high = np.asarray(space.start), np.asarray(space.start + space.n - 1)
+        return _array_spec(lead, np.dtype(np.int64), low, high, device)
+    shape = (*lead, *space.shape)
+    if (np.asarray(space.start) == 0).all():
+        return MultiCategorical(torch.as_tensor(space.nvec, dtype=torch.int64), shape=shape,
+                                dtype=torch.int64, device=device)
+    return _array_spec(shape, np.dtype(np.int64), space.start, space.start + space.nvec - 1,
+                       device)
+
+
 def observation_spec_from(spec: EnvSpec, num_envs: int | None, info_keys: Sequence[str],
                           device: torch.device | None = None, *,
                           observation_key: str = "observation",
@@ -153,10 +170,13 @@ def observation_spec_from(spec: EnvSpec, num_envs: int | None, info_keys: Sequen
         torch.Size([8, 4])
     """
     space = spec.observation_space
-    if not isinstance(space, spaces.Box):
-        raise TypeError(f"unsupported observation space {space}")
     lead = () if num_envs is None else (num_envs,)
-    obs = _array_spec((*lead, *space.shape), space.dtype, space.low, space.high, device)
+    if isinstance(space, spaces.Box):
+        obs = _array_spec((*lead, *space.shape), space.dtype, space.low, space.high, device)
+    elif isinstance(space, (spaces.Discrete, spaces.MultiDiscrete)):
+        obs = _categorical_spec(space, lead, device)
+    else:
+        raise TypeError(f"unsupported observation space {space}")
     if observation_key == "pixels":  # GymEnv's pixel entries are Unbounded uint8
         obs = Unbounded(shape=obs.shape, dtype=obs.dtype, device=device)
     if observation_dtype is not None and observation_dtype != obs.dtype:

@@ -156,7 +156,7 @@ def run(env_ids: list[str], sizes: list[int], modes: list[str], repeats: int, mi
     return {"records": records}
 
 
-def report(result: dict, name: str = "envs", title: str = "Classic control") -> None:
+def report(result: dict, out_name: str = "envs", title: str = "Classic control") -> None:
     rows = []
     for r in result["records"]:
         m = r["median"]
@@ -178,8 +178,8 @@ def report(result: dict, name: str = "envs", title: str = "Classic control") -> 
     for name in ("torchfrag", "envpool", "gym_sync", "gym_async"):
         series[name] = [r["median"].get(name, float("nan")) for r in result["records"]]
     threads = result.get("settings", {}).get("threads", 2)
-    print("wrote", write_json(name, result))
-    print("wrote", bar_plot(name, groups, series, "env steps / s",
+    print("wrote", write_json(out_name, result))
+    print("wrote", bar_plot(out_name, groups, series, "env steps / s",
                             f"{title}: torchfrag vs envpool vs Gymnasium ({threads} threads)"))
 
 

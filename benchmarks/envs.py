@@ -1,4 +1,4 @@
-"""Env-pool throughput: torchfrag vs envpool vs Gymnasium vector envs (classic control).
+"""Env-pool throughput: torchfrag vs envpool vs Gymnasium vector envs (classic control, toy text).
 
 Every configuration (env, num_envs, sync/async) measures all systems in the
 same run, alternating their order, and reports medians of env steps per
@@ -8,6 +8,7 @@ second plus our ratio to each peer. Results go to
 Usage:
     python -m benchmarks.envs            # full table (a few minutes)
     python -m benchmarks.envs --quick    # fewer configs and repeats
+    python -m benchmarks.envs --toy-text # FrozenLake-v1 and Taxi (envs_toy_text.json/.png)
 """
 from __future__ import annotations
 
@@ -31,10 +32,17 @@ from benchmarks._common import (
 log = logging.getLogger("benchmarks.envs")
 
 
+# Gymnasium 1.4 (and torchfrag) name Taxi v4; envpool 1.2.5 has the same default dynamics as
+# Taxi-v3 (v4 changed only the is_rainy / fickle_passenger variants).
+_ENVPOOL_IDS = {"Taxi-v4": "Taxi-v3"}
+# Discrete action counts; Pendulum is the one continuous env here.
+_NUM_ACTIONS = {"CartPole-v1": 2, "FrozenLake-v1": 4, "Taxi-v4": 6}
+
+
 def _actions(env_id: str, n: int, rng: np.random.Generator, count: int = 64) -> list[np.ndarray]:
     if env_id == "Pendulum-v1":
         return [rng.uniform(-2, 2, size=(n, 1)).astype(np.float32) for _ in range(count)]
-    return [rng.integers(0, 2, size=n).astype(np.int64) for _ in range(count)]
+    return [rng.integers(0, _NUM_ACTIONS[env_id], size=n).astype(np.int64) for _ in range(count)]
 
 
 def torchfrag_runner(env_id: str, n: int, mode: str, threads: int, min_time: float
@@ -71,8 +79,9 @@ def envpool_runner(env_id: str, n: int, mode: str, threads: int, min_time: float
     import envpool
 
     acts = _actions(env_id, n, np.random.default_rng(0))
+    peer_id = _ENVPOOL_IDS.get(env_id, env_id)
     if mode == "sync":
-        env = envpool.make(env_id, env_type="gymnasium", num_envs=n, batch_size=n,
+        env = envpool.make(peer_id, env_type="gymnasium", num_envs=n, batch_size=n,
                            num_threads=threads, seed=0)
         env.reset()
         ids = np.arange(n, dtype=np.int32)
@@ -84,7 +93,7 @@ def envpool_runner(env_id: str, n: int, mode: str, threads: int, min_time: float
             return n
     else:
         bs = n // 2
-        env = envpool.make(env_id, env_type="gymnasium", num_envs=n, batch_size=bs,
+        env = envpool.make(peer_id, env_type="gymnasium", num_envs=n, batch_size=bs,
                            num_threads=threads, seed=0)
         env.async_reset()
         k = [0]
@@ -147,7 +156,7 @@ def run(env_ids: list[str], sizes: list[int], modes: list[str], repeats: int, mi
     return {"records": records}
 
 
-def report(result: dict) -> None:
+def report(result: dict, out_name: str = "envs", title: str = "Classic control") -> None:
     rows = []
     for r in result["records"]:
         m = r["median"]
@@ -168,9 +177,10 @@ def report(result: dict) -> None:
     series = {}
     for name in ("torchfrag", "envpool", "gym_sync", "gym_async"):
         series[name] = [r["median"].get(name, float("nan")) for r in result["records"]]
-    print("wrote", write_json("envs", result))
-    print("wrote", bar_plot("envs", groups, series, "env steps / s",
-                            "Classic control: torchfrag vs envpool vs Gymnasium (2 threads)"))
+    threads = result.get("settings", {}).get("threads", 2)
+    print("wrote", write_json(out_name, result))
+    print("wrote", bar_plot(out_name, groups, series, "env steps / s",
+                            f"{title}: torchfrag vs envpool vs Gymnasium ({threads} threads)"))
 
 
 def main() -> None:
@@ -179,16 +189,22 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--min-time", type=float, default=None, help="seconds per measurement")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--toy-text", action="store_true",
+                        help="FrozenLake-v1 and Taxi-v4 (envpool: Taxi-v3) instead of classic control")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.quick:
         sizes, repeats, min_time = [16, 256], args.repeats or 3, args.min_time or 0.3
     else:
         sizes, repeats, min_time = [16, 64, 256], args.repeats or 5, args.min_time or 0.5
-    result = run(["CartPole-v1", "Pendulum-v1"], sizes, ["sync", "async"], repeats, min_time,
+    env_ids = ["FrozenLake-v1", "Taxi-v4"] if args.toy_text else ["CartPole-v1", "Pendulum-v1"]
+    result = run(env_ids, sizes, ["sync", "async"], repeats, min_time,
                  args.threads, max_async_procs=64)
     result["settings"] = {"repeats": repeats, "min_time": min_time, "threads": args.threads}
-    report(result)
+    if args.toy_text:
+        report(result, "envs_toy_text", "Toy text")
+    else:
+        report(result)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,17 @@ def test_atari_ids_get_the_atari_settings() -> None:
                   "algo.epochs=1", "algo.minibatch_size=32", "algo.total_frames=64"],
                  marks=pytest.mark.skipif("Breakout-v5" not in list_envs(), reason="no Atari"),
                  id="Breakout-v5"),
+    # Toy text: integer observations, one-hot encoded for the networks.
+    pytest.param(["env=FrozenLake-v1", "algo=ppo", "algo.num_envs=2", "algo.steps=32",
+                  "algo.epochs=1", "algo.minibatch_size=32", "algo.total_frames=128"],
+                 id="FrozenLake-v1"),
+    pytest.param(["env=Blackjack-v1", "algo=ppo", "algo.num_envs=2", "algo.steps=32",
+                  "algo.epochs=1", "algo.minibatch_size=32", "algo.total_frames=128"],
+                 id="Blackjack-v1"),
+    # No time limit in Gymnasium: the CLI's env config caps episodes, else evaluation never ends.
+    pytest.param(["env=CliffWalking-v1", "algo=ppo", "algo.num_envs=2", "algo.steps=32",
+                  "algo.epochs=1", "algo.minibatch_size=32", "algo.total_frames=128"],
+                 id="CliffWalking-v1"),
 ])
 def test_cli_short_run(tmp_path, args: list[str]) -> None:
     run_dir = tmp_path / "run"

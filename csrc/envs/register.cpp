@@ -4,12 +4,19 @@
 #include "classic_control.h"
 #include "debug.h"
 #include "mujoco.h"
+#include "toy_text.h"
 
 TORCHFRAG_REGISTER_ENV(torchfrag::classic::CartPole, "CartPole-v1");
 TORCHFRAG_REGISTER_ENV(torchfrag::classic::Acrobot, "Acrobot-v1");
 TORCHFRAG_REGISTER_ENV(torchfrag::classic::MountainCar, "MountainCar-v0");
 TORCHFRAG_REGISTER_ENV(torchfrag::classic::MountainCarContinuous, "MountainCarContinuous-v0");
 TORCHFRAG_REGISTER_ENV(torchfrag::classic::Pendulum, "Pendulum-v1");
+TORCHFRAG_REGISTER_ENV(torchfrag::toy_text::FrozenLake4x4, "FrozenLake-v1");
+TORCHFRAG_REGISTER_ENV(torchfrag::toy_text::FrozenLake8x8, "FrozenLake8x8-v1");
+TORCHFRAG_REGISTER_ENV(torchfrag::toy_text::Taxi, "Taxi-v4");
+TORCHFRAG_REGISTER_ENV(torchfrag::toy_text::CliffWalkingDry, "CliffWalking-v1");
+TORCHFRAG_REGISTER_ENV(torchfrag::toy_text::CliffWalkingSlippery, "CliffWalkingSlippery-v1");
+TORCHFRAG_REGISTER_ENV(torchfrag::toy_text::Blackjack, "Blackjack-v1");
 TORCHFRAG_REGISTER_ENV(torchfrag::DebugEnv, "Debug-v0");
 TORCHFRAG_REGISTER_FAMILY(torchfrag::mujoco_envs::MujocoFamily);
 TORCHFRAG_REGISTER_FAMILY(torchfrag::atari::AtariFamily);

@@ -2,8 +2,9 @@
 
 Every algorithm, locally and on a worker's slice of envs, trains on
 :func:`make_env`: a :class:`~torchfrag.envs.PoolEnv` whose float64
-observations (MuJoCo) are cast to float32, with optional running observation
-normalisation.
+observations (MuJoCo) are cast to float32 and whose categorical observations
+(toy text's cell index, Blackjack's three counts) are one-hot encoded, with
+optional running observation normalisation.
 
 Example:
     >>> from torchfrag.algos.envs import make_env
@@ -16,9 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from torchrl.envs import EnvBase
+from torchrl.envs import EnvBase, ObservationTransform
 
-__all__ = ["frozen_obs_norm", "is_discrete", "is_image", "make_env"]
+__all__ = ["OneHotObservation", "frozen_obs_norm", "is_discrete", "is_image", "make_env"]
 
 
 def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_norm: bool = False,
@@ -26,7 +27,9 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
     """A :class:`~torchfrag.envs.PoolEnv` with only the observation exposed, float32 observations.
 
     Float64 observations (MuJoCo) are cast to float32 for the networks with
-    TorchRL's ``DoubleToFloat`` transform.
+    TorchRL's ``DoubleToFloat`` transform; categorical ones (``Categorical`` or
+    ``MultiCategorical`` specs) become float32 one-hot vectors
+    (:class:`OneHotObservation`): an index is a name, not a magnitude.
 
     Args:
         env_id: A registered env id.
@@ -53,13 +56,82 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
     env.pool_seed = list(seed) if isinstance(seed, Sequence) else int(seed)
     env.pool_options = dict(options)
     transforms = []
-    if env.observation_spec["observation"].dtype == torch.float64:
+    obs_spec = env.observation_spec["observation"]
+    if obs_spec.dtype == torch.float64:
         transforms.append(DoubleToFloat(in_keys=["observation"]))
+    elif OneHotObservation.applies_to(obs_spec):
+        transforms.append(OneHotObservation.for_spec(obs_spec))
     if obs_norm:
         transforms += [VecNormV2(in_keys=["observation"], decay=0.99999, eps=1e-8,
                                  reduce_batch_dims=True),
                        _obs_clip()]
     return TransformedEnv(env, Compose(*transforms)) if transforms else env
+
+
+class OneHotObservation(ObservationTransform):
+    """Categorical observations as float32 one-hot vectors, one block per entry.
+
+    A ``Categorical(n)`` observation of batch shape ``B`` becomes ``[*B, n]``;
+    a ``MultiCategorical(nvec)`` one ``[*B, k]`` becomes ``[*B, sum(nvec)]``,
+    the entries' one-hots side by side.
+
+    Args:
+        nvec: Categories per entry (one number for a scalar observation).
+        scalar: Whether the observation is one index per env (no trailing dim).
+        in_keys: Observation keys to encode.
+
+    Example:
+        >>> from torchfrag.algos.envs import make_env
+        >>> make_env("FrozenLake-v1", 2).observation_spec["observation"].shape
+        torch.Size([2, 16])
+        >>> make_env("Blackjack-v1", 2).reset()["observation"].shape
+        torch.Size([2, 45])
+    """
+
+    def __init__(self, nvec: Sequence[int], scalar: bool,
+                 in_keys: Sequence[str] = ("observation",)) -> None:
+        super().__init__(in_keys=list(in_keys), out_keys=list(in_keys))
+        self.nvec = [int(n) for n in nvec]
+        self.scalar = scalar
+        if scalar and len(self.nvec) != 1:
+            raise ValueError(f"a scalar observation has one category count, got {self.nvec}")
+
+    @staticmethod
+    def applies_to(spec: Any) -> bool:
+        """Whether ``spec`` is a categorical (integer-index) observation spec."""
+        from torchrl.data import Categorical, MultiCategorical
+
+        return isinstance(spec, (Categorical, MultiCategorical)) and spec.dtype != torch.bool
+
+    @classmethod
+    def for_spec(cls, spec: Any) -> OneHotObservation:
+        """The transform for a batched ``Categorical``/``MultiCategorical`` observation spec."""
+        from torchrl.data import MultiCategorical
+
+        if isinstance(spec, MultiCategorical):
+            nvec = spec.nvec.reshape(-1, spec.shape[-1])[0]
+            return cls([int(n) for n in nvec], scalar=False)
+        return cls([int(spec.space.n)], scalar=True)
+
+    def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.scalar:
+            return torch.nn.functional.one_hot(obs.long(), self.nvec[0]).to(torch.float32)
+        blocks = [torch.nn.functional.one_hot(obs[..., k].long(), n)
+                  for k, n in enumerate(self.nvec)]
+        return torch.cat(blocks, dim=-1).to(torch.float32)
+
+    def _reset(self, tensordict: Any, tensordict_reset: Any) -> Any:
+        return self._call(tensordict_reset)
+
+    def transform_observation_spec(self, observation_spec: Any) -> Any:
+        from torchrl.data import Bounded
+
+        for key in self.in_keys:
+            spec = observation_spec[key]
+            lead = spec.shape if self.scalar else spec.shape[:-1]
+            observation_spec[key] = Bounded(low=0.0, high=1.0, shape=(*lead, sum(self.nvec)),
+                                            dtype=torch.float32, device=spec.device)
+        return observation_spec
 
 
 def _obs_clip() -> Any:

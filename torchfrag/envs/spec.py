@@ -83,6 +83,8 @@ class EnvSpec:
             observation_space: spaces.Space = spaces.Box(
                 low=obs.low.astype(np.uint8), high=obs.high.astype(np.uint8), shape=obs.shape,
                 dtype=np.uint8)
+        elif obs.dtype.kind == "i" and np.isfinite(obs.low).all() and np.isfinite(obs.high).all():
+            observation_space = _discrete_space(obs)
         else:
             observation_space = spaces.Box(
                 low=obs.low, high=obs.high, shape=obs.shape, dtype=obs.dtype)
@@ -96,6 +98,20 @@ class EnvSpec:
             max_episode_steps=int(raw["max_episode_steps"]),
             reward_threshold=None if not np.isfinite(threshold) else float(threshold),
         )
+
+
+def _discrete_space(obs: ArrayInfo) -> spaces.Space:
+    """Integer observations with finite bounds are categorical, as in Gymnasium.
+
+    A scalar is ``Discrete`` (FrozenLake's cell); a vector is ``MultiDiscrete``
+    (Blackjack's Tuple of three Discretes, one entry each: a tuple space
+    would not batch into one array).
+    """
+    low = obs.low.astype(np.int64)
+    n = obs.high.astype(np.int64) - low + 1
+    if obs.shape == ():
+        return spaces.Discrete(int(n), start=int(low))
+    return spaces.MultiDiscrete(n, dtype=np.int64, start=low)
 
 
 def _broadcast(values: list[float], shape: tuple[int, ...], dtype: Any) -> np.ndarray:

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from tensordict import TensorDict, TensorDictBase
-from torchrl.data import Bounded, Categorical, Composite, OneHot, Unbounded
+from torchrl.data import Bounded, Categorical, Composite, MultiCategorical, OneHot, Unbounded
 from torchrl.data.utils import numpy_to_torch_dtype_dict
 from torchrl.envs import EnvBase
 
@@ -105,6 +105,19 @@ def _torch_dtype(dtype: np.dtype) -> torch.dtype:
         raise TypeError(f"no torch dtype for numpy dtype {dtype}") from None
 
 
+def _integer_bounds(bound: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Float bounds as ``dtype`` integers, infinities as the type's extremes.
+
+    Done in the integer type: int64's maximum has no float64 value, so clipping
+    in float64 would wrap it round to the minimum.
+    """
+    info = np.iinfo(dtype)
+    out = np.where(bound > 0, info.max, info.min).astype(dtype)
+    finite = np.isfinite(bound)
+    out[finite] = np.clip(bound[finite], info.min, info.max).astype(dtype)
+    return out
+
+
 def _array_spec(shape: tuple[int, ...], dtype: np.dtype, low: np.ndarray | None,
                 high: np.ndarray | None, device: torch.device | None):
     # Not TorchRL's GymEnv conversion (``torchrl.envs.libs.gym._gym_to_torchrl_spec_transform``):
@@ -120,13 +133,31 @@ def _array_spec(shape: tuple[int, ...], dtype: np.dtype, low: np.ndarray | None,
         # CartPole keeps its finite per-dimension bounds (the others are +-inf).
         if np.any(np.isfinite(low)) or np.any(np.isfinite(high)):
             if not tdtype.is_floating_point:  # +-inf has no integer value: the type's range
-                info = torch.iinfo(tdtype)
-                low = np.clip(low, info.min, info.max)
-                high = np.clip(high, info.min, info.max)
+                low = _integer_bounds(low, np.dtype(dtype))
+                high = _integer_bounds(high, np.dtype(dtype))
             lo = torch.as_tensor(low.copy(), dtype=tdtype)
             hi = torch.as_tensor(high.copy(), dtype=tdtype)
             return Bounded(low=lo, high=hi, shape=shape, dtype=tdtype, device=device)
     return Unbounded(shape=shape, dtype=tdtype, device=device)
+
+
+def _categorical_spec(space: spaces.Discrete | spaces.MultiDiscrete, lead: tuple[int, ...],
+                      device: torch.device | None) -> Categorical | MultiCategorical | Bounded:
+    """TorchRL spec of a categorical observation: integer indices, as GymEnv keeps them with
+    ``categorical_action_encoding=True`` (``Bounded`` where the categories do not start at 0)."""
+    if isinstance(space, spaces.Discrete):
+        if int(space.start) == 0:
+            return Categorical(int(space.n), shape=lead, dtype=torch.int64, device=device)
+        low, high = np.asarray(space.start), np.asarray(space.start + space.n - 1)
+        return _array_spec(lead, np.dtype(np.int64), low, high, device)
+    shape = (*lead, *space.shape)
+    if (np.asarray(space.start) == 0).all():
+        # MultiCategorical wants one category count per element, batch dims included.
+        nvec = torch.as_tensor(space.nvec, dtype=torch.int64).expand(shape).clone()
+        return MultiCategorical(nvec, shape=shape,
+                                dtype=torch.int64, device=device)
+    return _array_spec(shape, np.dtype(np.int64), space.start, space.start + space.nvec - 1,
+                       device)
 
 
 def observation_spec_from(spec: EnvSpec, num_envs: int | None, info_keys: Sequence[str],
@@ -153,10 +184,13 @@ def observation_spec_from(spec: EnvSpec, num_envs: int | None, info_keys: Sequen
         torch.Size([8, 4])
     """
     space = spec.observation_space
-    if not isinstance(space, spaces.Box):
-        raise TypeError(f"unsupported observation space {space}")
     lead = () if num_envs is None else (num_envs,)
-    obs = _array_spec((*lead, *space.shape), space.dtype, space.low, space.high, device)
+    if isinstance(space, spaces.Box):
+        obs = _array_spec((*lead, *space.shape), space.dtype, space.low, space.high, device)
+    elif isinstance(space, (spaces.Discrete, spaces.MultiDiscrete)):
+        obs = _categorical_spec(space, lead, device)
+    else:
+        raise TypeError(f"unsupported observation space {space}")
     if observation_key == "pixels":  # GymEnv's pixel entries are Unbounded uint8
         obs = Unbounded(shape=obs.shape, dtype=obs.dtype, device=device)
     if observation_dtype is not None and observation_dtype != obs.dtype:

@@ -5,11 +5,15 @@ import fractions
 import hashlib
 import io
 import os
+import subprocess
+import sys
 import time
 
 import pytest
 import torch
 from omegaconf import OmegaConf
+
+import torchfrag
 
 from torchfrag.runtime import CheckpointError, load_checkpoint, save_checkpoint
 from torchfrag.runtime.checkpoint import MAGIC, VERSION, load_for_resume
@@ -90,3 +94,73 @@ def test_resume_folder_falls_back_past_a_damaged_newest_file(tmp_path, damage) -
         load_checkpoint(bad)
     path, state = load_for_resume(str(tmp_path))
     assert path == good and state["iteration"] == 1
+
+
+def _cli(args: list[str], cwd, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(torchfrag.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([pkg_root, env.get("PYTHONPATH", "")])
+    env.pop("HYDRA_FULL_ERROR", None)
+    env.update(extra_env or {})
+    return subprocess.run([sys.executable, "-m", "torchfrag.train", *args, f"hydra.run.dir={cwd}/run"],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _assert_one_line_refusal(proc: subprocess.CompletedProcess, run_dir, *parts: str) -> None:
+    """rc 1, one line ``torchfrag.train: error: ...`` naming every part, and no training."""
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert proc.returncode == 1, lines[-20:]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("torchfrag.train: error: "), lines
+    for part in parts:
+        assert part in lines[0], (part, lines[0])
+    assert not os.path.exists(run_dir / "checkpoints") and not os.path.exists(run_dir / "summary.json")
+
+
+# Each of these ran to rc 0 (or a 25-82-line traceback) before it was refused here.
+REFUSED = [
+    ("algo.gamma=0", ["algo.gamma must be in (0, 1]", "got 0.0"]),
+    ("algo.gamma=1.5", ["algo.gamma must be in (0, 1]", "got 1.5"]),
+    ("algo.lr=0", ["algo.lr must be a finite number > 0", "got 0.0"]),
+    ("algo.lr=inf", ["algo.lr must be a finite number > 0", "got inf"]),
+    ("algo.lr=nan", ["algo.lr", "got nan"]),
+    ("algo.hidden=[64,-1]", ["algo.hidden must list layer sizes >= 1", "got [64, -1]"]),
+    ("algo.hidden=[0]", ["algo.hidden", "got [0]"]),
+    ("algo.minibatch_size=100000", ["algo.minibatch_size", "at most one iteration's 256 frames",
+                                    "got 100000"]),
+    ("eval_episodes=-3", ["eval_episodes must be >= 0", "got -3"]),
+    ("env.eval_envs=0", ["env.eval_envs must be >= 1", "got 0"]),
+    ("target_window=0", ["target_window must be >= 1", "got 0"]),
+    ("total_frames=1", ["total_frames=1 is less than one iteration's 256 frames"]),
+    (f"total_frames={10**20}", ["total_frames must be at most 2**63 - 1 frames", f"got {10**20}"]),
+    ("+algo.foo=1", ["unknown key 'algo.foo' (value 1)", "known algo keys", "gamma"]),
+    ("+algo.gama=0.9", ["unknown key 'algo.gama'", "did you mean 'gamma'"]),
+    ("+foo=1", ["unknown key 'foo' (value 1)", "known top-level keys"]),
+    ("+env.foo=1", ["unknown key 'env.foo'", "eval_envs, id, options"]),
+    ("policy=actors policy.env_threads=0", ["policy actors: env_threads must be in [1, 4096]", "got 0"]),
+    ("policy=actors policy.env_threads=100000", ["env_threads must be in [1, 4096]", "got 100000"]),
+]
+
+
+@pytest.mark.parametrize("override, parts", REFUSED)
+def test_bad_value_is_refused_in_one_line_before_training(tmp_path, override, parts) -> None:
+    with pytest.raises(ValueError) as err:
+        train(compose_config([*BASE, *override.split()]), run_dir=str(tmp_path))
+    assert "\n" not in str(err.value)
+    for part in parts:
+        assert part in str(err.value)
+    assert not os.path.exists(tmp_path / "checkpoints")
+
+
+# The CLI turns every refusal above into one line (one case of each kind: an algo field, a
+# top-level count, total_frames, an unknown key, a policy option).
+@pytest.mark.parametrize("override, parts", [REFUSED[i] for i in (0, 8, 11, 13, 18)])
+def test_cli_refuses_bad_value_in_one_line_before_training(tmp_path, override, parts) -> None:
+    _assert_one_line_refusal(_cli(["logger=none", *override.split()], tmp_path), tmp_path / "run", *parts)
+
+
+def test_cli_refusal_traceback_behind_verbose_flag(tmp_path) -> None:
+    for args, extra in ((["-v"], None), ([], {"HYDRA_FULL_ERROR": "1"})):
+        proc = _cli([*args, "algo.gamma=0"], tmp_path, extra)
+        assert proc.returncode == 1
+        assert "Traceback" in proc.stderr and "ValueError: algo.gamma must be in (0, 1]" in proc.stderr

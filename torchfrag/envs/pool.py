@@ -21,6 +21,9 @@ _MAX_SEED = 2**64
 # Env ids travel as int32; far below that, buffers for one row per env would
 # exhaust memory long before a pool could be used.
 MAX_ENVS = 2**22
+#: Most worker threads one pool may start (a guard against typos such as ``num_threads=100000``,
+#: which would fail deep in thread creation).
+MAX_THREADS = 4096
 
 
 def normalize_options(env_id: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -182,8 +185,8 @@ class EnvPool:
             raise ValueError(f"num_envs must be at most {MAX_ENVS}, got {num_envs}")
         if batch_size is not None and not 1 <= batch_size <= num_envs:
             raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
-        if num_threads is not None and num_threads <= 0:
-            raise ValueError(f"num_threads must be a positive integer, got {num_threads}")
+        if num_threads is not None and not 1 <= num_threads <= MAX_THREADS:
+            raise ValueError(f"num_threads must be in [1, {MAX_THREADS}], got {num_threads}")
         if autoreset not in AUTORESET_MODES:
             raise ValueError(f"autoreset must be one of {AUTORESET_MODES}, got {autoreset!r}")
         options = normalize_options(env_id, options)

@@ -17,7 +17,7 @@ import torchfrag
 
 from torchfrag.runtime import CheckpointError, load_checkpoint, save_checkpoint
 from torchfrag.runtime.checkpoint import MAGIC, VERSION, load_for_resume
-from torchfrag.train import compose_config, train
+from torchfrag.train import ResumeRefused, compose_config, train
 
 BASE = ["eval_episodes=0", "progress=false", "logger=none"]
 FAST = ["algo.num_envs=4", "algo.steps=64", "algo.epochs=1", "algo.minibatch_size=128", *BASE]
@@ -164,3 +164,61 @@ def test_cli_refusal_traceback_behind_verbose_flag(tmp_path) -> None:
         proc = _cli([*args, "algo.gamma=0"], tmp_path, extra)
         assert proc.returncode == 1
         assert "Traceback" in proc.stderr and "ValueError: algo.gamma must be in (0, 1]" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def ppo_run(tmp_path_factory):
+    """A finished two-iteration PPO run (hidden [64, 64]) and its latest checkpoint."""
+    run_dir = tmp_path_factory.mktemp("ppo_run")
+    train(compose_config([*FAST, "algo.total_frames=512"]), run_dir=str(run_dir))
+    return run_dir, str(run_dir / "checkpoints" / "latest.pt")
+
+
+def test_resume_into_another_network_shape_is_one_line(ppo_run, tmp_path) -> None:
+    # Was a 44-line load_state_dict error after the envs had started.
+    _, ckpt = ppo_run
+    with pytest.raises(ResumeRefused) as err:
+        train(compose_config([*FAST, "algo.hidden=[32,32]", f"resume={ckpt}"]), run_dir=str(tmp_path))
+    msg = str(err.value)
+    assert "\n" not in msg and "does not fit this run's networks: size mismatch for" in msg
+    assert "changed since the checkpoint: algo.hidden=[64, 64] -> [32, 32]" in msg
+    assert not os.path.exists(tmp_path / "checkpoints")
+
+
+def test_cli_resume_into_another_network_shape_is_one_line(ppo_run, tmp_path) -> None:
+    _, ckpt = ppo_run
+    proc = _cli([*FAST, "algo.hidden=[16]", f"resume={ckpt}"], tmp_path)
+    _assert_one_line_refusal(proc, tmp_path / "run", f"resume={ckpt!r} does not fit",
+                             "algo.hidden=[64, 64] -> [16]")
+
+
+def _rewrite(src: str, dst: str, **changes) -> str:
+    ckpt = load_checkpoint(src)
+    ckpt.update(changes)
+    for key in [k for k, v in changes.items() if v is None]:
+        del ckpt[key]
+    save_checkpoint(ckpt, dst)
+    return dst
+
+
+@pytest.mark.parametrize("changes, match", [
+    # An A2C checkpoint stripped of its config resumed into PPO with rc 0.
+    ({"config": None}, "holds no saved config, so its env, algorithm and network shape cannot be checked"),
+    ({"iteration": -1}, "has iteration=-1; it must be an integer >= 0"),
+    ({"iteration": 10**6}, r"has iteration=1000000, beyond its 512 frames \(256 frames per iteration: "
+                           r"at most iteration=2\)"),
+])
+def test_resume_with_impossible_checkpoint_is_refused(ppo_run, tmp_path, changes, match) -> None:
+    _, ckpt = ppo_run
+    bad = _rewrite(ckpt, str(tmp_path / "bad.pt"), **changes)
+    with pytest.raises(ResumeRefused, match=match):
+        train(compose_config([*FAST, f"resume={bad}"]), run_dir=str(tmp_path / "r"))
+    assert not os.path.exists(tmp_path / "r" / "checkpoints")
+
+
+def test_a2c_checkpoint_does_not_resume_into_ppo(tmp_path) -> None:
+    a2c = ["algo=a2c", "algo.num_envs=4", "algo.steps=16", "algo.total_frames=64", *BASE]
+    train(compose_config(a2c), run_dir=str(tmp_path / "a2c"))
+    ckpt = str(tmp_path / "a2c" / "checkpoints" / "latest.pt")
+    with pytest.raises(ResumeRefused, match="was trained with algo.name='a2c', but this run has algo.name='ppo'"):
+        train(compose_config([*FAST, f"resume={ckpt}"]), run_dir=str(tmp_path / "ppo"))

@@ -540,6 +540,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     from torchfrag.algos.loop import close_loop, env_fragment, eval_policy, training_state
     from torchfrag.graph import capture
     from torchfrag.runtime import run, save_checkpoint
+    from torchfrag.runtime.checkpoint import remove_partial_writes
 
     _check(cfg)
     resume_path, ckpt = _load_resume(cfg) if cfg.resume else (None, None)
@@ -549,6 +550,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         run_dir = HydraConfig.get().runtime.output_dir
     os.makedirs(run_dir, exist_ok=True)
     ckpt_dir = os.path.join(run_dir, "checkpoints")
+    remove_partial_writes(ckpt_dir)
     algo = OmegaConf.to_container(cfg.algo, resolve=True)
     if cfg.total_frames is not None:
         algo["total_frames"] = int(cfg.total_frames)

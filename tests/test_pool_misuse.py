@@ -36,6 +36,24 @@ def test_bad_seeds_are_refused(seed, err, match) -> None:
         make("CartPole-v1", num_envs=2, seed=seed)
 
 
+@pytest.mark.parametrize("seed, got", [(True, "bool True"), (1.5, "float 1.5"), ("abc", "str 'abc'")])
+def test_reseeding_refuses_what_make_refuses(pool2, seed, got) -> None:
+    # PoolEnv.set_seed(True) seeded with 1; 1.5 and 'abc' failed inside SeedSequence / int().
+    from torchfrag.envs import PoolEnv
+
+    with pytest.raises(TypeError, match=rf"seed must be an int in \[0, 2\*\*64\).* got {got}"):
+        make("CartPole-v1", num_envs=2, seed=seed)
+    with pytest.raises(TypeError, match=rf"seed must be an int in \[0, 2\*\*64\).* got {got}"):
+        pool2.seed(seed)
+    env = PoolEnv("CartPole-v1", num_envs=2)
+    try:
+        with pytest.raises(TypeError, match=rf"seed must be an int in \[0, 2\*\*64\), got {got}"):
+            env.set_seed(seed)
+        assert env.set_seed(3) is not None and env.reset()["observation"].shape == (2, 4)
+    finally:
+        env.close()
+
+
 def test_seed_sequences_of_numpy_ints_still_work(pool2) -> None:
     a = make("CartPole-v1", num_envs=2, seed=np.array([3, 4], dtype=np.uint64)).reset()[0]
     b = make("CartPole-v1", num_envs=2, seed=[3, 4]).reset()[0]

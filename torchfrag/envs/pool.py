@@ -62,9 +62,7 @@ def per_env_seeds(seed: int | Sequence[int] | None, num_envs: int) -> list[int]:
     if seed is None:
         seed = int.from_bytes(os.urandom(8), "little")
     if _is_int(seed):
-        seed = int(seed)
-        if not 0 <= seed < _MAX_SEED:
-            raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+        seed = check_seed(seed)
         return [C.env_seed(seed, i) for i in range(num_envs)]
     # A str is a sequence too ("12" would become seeds [1, 2]): refused with floats.
     if isinstance(seed, (str, bytes)) or not isinstance(seed, (Sequence, np.ndarray)):
@@ -80,6 +78,22 @@ def per_env_seeds(seed: int | Sequence[int] | None, num_envs: int) -> list[int]:
     if len(seeds) != num_envs:
         raise ValueError(f"got {len(seeds)} seeds for {num_envs} envs")
     return [int(s) for s in seeds]
+
+
+def check_seed(seed: Any) -> int:
+    """A pool seed as an ``int``; anything else (a bool, a float, a str, out of range) is refused.
+
+    Example:
+        >>> check_seed(1.5)
+        Traceback (most recent call last):
+        ...
+        TypeError: seed must be an int in [0, 2**64), got float 1.5
+    """
+    if not _is_int(seed):
+        raise TypeError(f"seed must be an int in [0, 2**64), got {type(seed).__name__} {seed!r}")
+    if not 0 <= int(seed) < _MAX_SEED:
+        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+    return int(seed)
 
 
 def _is_int(value: Any) -> bool:

@@ -139,6 +139,10 @@ REFUSED = [
     ("+env.foo=1", ["unknown key 'env.foo'", "eval_envs, id, options"]),
     ("policy=actors policy.env_threads=0", ["policy actors: env_threads must be in [1, 4096]", "got 0"]),
     ("policy=actors policy.env_threads=100000", ["env_threads must be in [1, 4096]", "got 100000"]),
+    ("env=Acrobot-v1 +env.options.link_length_1=-1",
+     ["env.options of Acrobot-v1: option 'link_length_1' must be in (0, inf), got -1"]),
+    ("env=Debug-v0 +env.options.step_sleep_us=1e300", ["option 'step_sleep_us' must be in [0, 3600000000]"]),
+    ("+env.options.gravity=abc", ["option 'gravity' expects a number, got the string 'abc'"]),
 ]
 
 
@@ -154,7 +158,7 @@ def test_bad_value_is_refused_in_one_line_before_training(tmp_path, override, pa
 
 # The CLI turns every refusal above into one line (one case of each kind: an algo field, a
 # top-level count, total_frames, an unknown key, a policy option).
-@pytest.mark.parametrize("override, parts", [REFUSED[i] for i in (0, 8, 11, 13, 18)])
+@pytest.mark.parametrize("override, parts", [REFUSED[i] for i in (0, 8, 11, 13, 18, 19)])
 def test_cli_refuses_bad_value_in_one_line_before_training(tmp_path, override, parts) -> None:
     _assert_one_line_refusal(_cli(["logger=none", *override.split()], tmp_path), tmp_path / "run", *parts)
 

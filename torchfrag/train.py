@@ -204,6 +204,7 @@ def _check(cfg: DictConfig) -> None:
     _check_known_keys(cfg)
     if cfg.env.id not in list_envs():
         raise ValueError(f"unknown env id {cfg.env.id!r}; registered: {sorted(list_envs())}")
+    _check_env_options(cfg)
     if cfg.get("video", False):
         _check_video(cfg)
     if "_target_" not in cfg.algo and cfg.algo.get("name") not in ALGOS:
@@ -251,6 +252,21 @@ def _check_algo(cfg: DictConfig) -> None:
         raise ValueError(f"{key}={frames} is less than one iteration's {pcfg.frames_per_iteration} "
                          f"frames (algo.num_envs={pcfg.num_envs} x algo.steps={pcfg.steps}); raise "
                          f"{key} or lower algo.num_envs or algo.steps")
+
+
+def _check_env_options(cfg: DictConfig) -> None:
+    """``env.options`` checked by the pool's own option rules (names, types, ranges) without
+    building an env; keywords of :class:`~torchfrag.envs.PoolEnv` itself pass through."""
+    import inspect
+
+    from torchfrag.envs import PoolEnv, spec
+
+    options = OmegaConf.to_container(cfg.env.options, resolve=True)
+    own = set(inspect.signature(PoolEnv.__init__).parameters)
+    try:
+        spec(cfg.env.id, **{k: v for k, v in options.items() if k not in own})
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"env.options of {cfg.env.id}: {err}") from None
 
 
 def _check_known_keys(cfg: DictConfig) -> None:

@@ -64,12 +64,14 @@ std::map<std::string, OptionValue> convert_options(const py::dict& options) {
         arr = py::array::ensure(v);
       } catch (...) {
       }
-      if (!arr || arr.dtype().kind() == 'O' || arr.dtype().kind() == 'U' ||
-          arr.dtype().kind() == 'S' || arr.ndim() > 1) {
+      // Only bools, integers and real floats: complex, objects, text, dates are refused.
+      const std::string real_kinds = "biuf";
+      if (!arr || real_kinds.find(arr.dtype().kind()) == std::string::npos || arr.ndim() > 1) {
         throw py::type_error("option '" + name +
-                             "' must be a number, a string, or a 1-D sequence of numbers "
+                             "' must be a real number, a string, or a 1-D sequence of real numbers "
                              "(one per env); got " +
-                             std::string(py::str(py::type::of(v).attr("__name__"))));
+                             std::string(py::str(py::type::of(v).attr("__name__"))) + " " +
+                             std::string(py::repr(v)));
       }
       if (arr.ndim() == 0) {
         ov.num = {py::float_(arr.attr("item")()).cast<double>()};
@@ -159,6 +161,18 @@ py::dict env_spec(const std::string& id, const py::dict& options) {
   return spec_dict(s, &resolved);
 }
 
+// Refuses uint64 values above INT64_MAX, which the int64 cast would wrap to negative numbers
+// (2**64 - 1 became -1): "<what> <value> is out of range <range>".
+void refuse_wrapping(const py::array& arr, const std::string& what, const std::string& range) {
+  if (arr.dtype().kind() != 'u' || arr.itemsize() < 8) return;
+  auto u = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>::ensure(arr);
+  for (py::ssize_t k = 0; k < u.size(); ++k) {
+    if (u.data()[k] > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      throw py::value_error(what + " " + std::to_string(u.data()[k]) + " is out of range " + range);
+    }
+  }
+}
+
 std::vector<int64_t> convert_ids(const py::object& env_ids) {
   std::vector<int64_t> ids;
   if (env_ids.is_none()) return ids;
@@ -173,6 +187,7 @@ std::vector<int64_t> convert_ids(const py::object& env_ids) {
     throw py::value_error("env_ids must be 1-D, got shape with " + std::to_string(arr.ndim()) +
                           " dims");
   }
+  refuse_wrapping(arr, "env id", "[0, num_envs)");
   auto as_i64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(arr);
   ids.assign(as_i64.data(), as_i64.data() + as_i64.size());
   if (ids.empty()) throw py::value_error("env_ids is empty");
@@ -216,6 +231,7 @@ ConvertedActions convert_actions(const ActionSpec& spec, const py::object& actio
       throw py::value_error("expected discrete actions of shape (" + std::to_string(n) +
                             ",), got " + shape_str(arr));
     }
+    refuse_wrapping(arr, "action", "[0, " + std::to_string(spec.n) + ")");
     out.discrete = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(arr);
     return out;
   }

@@ -79,6 +79,12 @@ inline std::string format_number(double x) {
   return buf;
 }
 
+// "[0, 10]", "(0, inf)": the allowed values of a number option.
+inline std::string range_text(const OptionSpec& spec) {
+  return std::string(spec.min_open ? "(" : "[") + format_number(spec.min) + ", " +
+         format_number(spec.max) + (std::isinf(spec.max) ? ")" : "]");
+}
+
 // Whether `name` is one bound of a declared (min, max) pair.
 inline bool is_range_bound(const std::string& name,
                            const std::map<std::string, const OptionSpec*>& declared) {
@@ -162,6 +168,10 @@ inline Options Options::resolve(const std::vector<OptionSpec>& declared,
         throw std::invalid_argument("option '" + kv.first + "' expects an integer in [-" +
                                     format_number(kMaxIntOption) + ", " +
                                     format_number(kMaxIntOption) + "], got " + format_number(x));
+      }
+      if (x < spec.min || (spec.min_open && x == spec.min) || x > spec.max) {
+        throw std::invalid_argument("option '" + kv.first + "' must be in " + range_text(spec) +
+                                    ", got " + format_number(x));
       }
       if (spec.type == OptionType::kBool && x != 0.0 && x != 1.0) {
         throw std::invalid_argument("option '" + kv.first + "' expects a bool");

@@ -88,7 +88,21 @@ struct OptionSpec {
   bool per_env = false;      // accepts one value per env (domain randomisation)
   std::string doc;
   bool accepts_number = false;  // kString that may also be given a number (a name or an index)
+  // Allowed values of a number option: [min, max], or (min, max] with min_open.
+  double min = -kInf;
+  double max = kInf;
+  bool min_open = false;
 };
+
+// `o` with its allowed range (checked by Options::resolve for every face: pool, spec, Python).
+inline OptionSpec in_range(OptionSpec o, double min, double max, bool min_open = false) {
+  o.min = min;
+  o.max = max;
+  o.min_open = min_open;
+  return o;
+}
+// `o` restricted to values > 0 (masses, lengths, time steps).
+inline OptionSpec positive(OptionSpec o) { return in_range(std::move(o), 0.0, kInf, true); }
 
 struct EnvSpec {
   std::string id;

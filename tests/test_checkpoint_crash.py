@@ -14,6 +14,8 @@ from torchfrag.runtime.checkpoint import (
     CheckpointError,
     find_latest_checkpoint,
     load_checkpoint,
+    load_for_resume,
+    remove_partial_writes,
     save_checkpoint,
 )
 
@@ -113,3 +115,33 @@ def test_resume_from_folder_uses_newest_good_checkpoint(tmp_path) -> None:
     assert state["iteration"] == 2 and path.endswith("iter_000002.pt")
     with pytest.raises(CheckpointError, match="truncated"):
         load_for_resume(str(newest))
+
+
+def test_partial_files_of_killed_writes_are_removed_on_next_start(tmp_path) -> None:
+    ctx = multiprocessing.get_context("fork")
+    read_fd, write_fd = os.pipe()
+    proc = ctx.Process(target=_writer, args=(str(tmp_path), write_fd), daemon=True)
+    proc.start()
+    os.close(write_fd)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # kill it while a write is in progress
+        if any(n.startswith(".tmp-") for n in os.listdir(tmp_path)) and os.path.exists(tmp_path / "latest.pt"):
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.001)
+    proc.join(timeout=30)
+    os.close(read_fd)
+    partial = [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
+    assert partial and all(f"-{proc.pid}-" in n for n in partial), partial
+    # A write in progress of a live process (this one) is left alone.
+    live = tmp_path / f".tmp-latest.pt-{os.getpid()}-abcd"
+    live.write_bytes(b"in progress")
+    path, state = load_for_resume(str(tmp_path))
+    assert _consistent(state)
+    assert sorted(n for n in os.listdir(tmp_path) if n.startswith(".tmp-")) == [live.name]
+    # The same holds when resume names the file, and for an older torchfrag's name (no pid).
+    old = tmp_path / ".tmp-latest.pt-x8k2"
+    old.write_bytes(b"partial")
+    load_for_resume(path)
+    assert not old.exists() and live.exists()
+    assert remove_partial_writes(str(tmp_path / "absent")) == []

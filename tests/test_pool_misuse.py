@@ -36,6 +36,24 @@ def test_bad_seeds_are_refused(seed, err, match) -> None:
         make("CartPole-v1", num_envs=2, seed=seed)
 
 
+@pytest.mark.parametrize("seed, got", [(True, "bool True"), (1.5, "float 1.5"), ("abc", "str 'abc'")])
+def test_reseeding_refuses_what_make_refuses(pool2, seed, got) -> None:
+    # PoolEnv.set_seed(True) seeded with 1; 1.5 and 'abc' failed inside SeedSequence / int().
+    from torchfrag.envs import PoolEnv
+
+    with pytest.raises(TypeError, match=rf"seed must be an int in \[0, 2\*\*64\).* got {got}"):
+        make("CartPole-v1", num_envs=2, seed=seed)
+    with pytest.raises(TypeError, match=rf"seed must be an int in \[0, 2\*\*64\).* got {got}"):
+        pool2.seed(seed)
+    env = PoolEnv("CartPole-v1", num_envs=2)
+    try:
+        with pytest.raises(TypeError, match=rf"seed must be an int in \[0, 2\*\*64\), got {got}"):
+            env.set_seed(seed)
+        assert env.set_seed(3) is not None and env.reset()["observation"].shape == (2, 4)
+    finally:
+        env.close()
+
+
 def test_seed_sequences_of_numpy_ints_still_work(pool2) -> None:
     a = make("CartPole-v1", num_envs=2, seed=np.array([3, 4], dtype=np.uint64)).reset()[0]
     b = make("CartPole-v1", num_envs=2, seed=[3, 4]).reset()[0]
@@ -52,6 +70,47 @@ def test_reset_with_seed_checks_env_ids(pool2) -> None:
 
 
 # -- options --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("env_id, options, match", [
+    # Each of these used to build a pool (link_length_1=-1 stepped, step_sleep_us=1e300 slept
+    # forever) or failed without the option's name (complex).
+    ("Acrobot-v1", {"link_length_1": -1}, r"option 'link_length_1' must be in \(0, inf\), got -1"),
+    ("Acrobot-v1", {"link_moi": [1.0, 0.0]}, r"option 'link_moi' must be in \(0, inf\), got 0"),
+    ("Debug-v0", {"episode_length": -5}, r"option 'episode_length' must be in \[0, 2147483647\], got -5"),
+    ("Debug-v0", {"step_sleep_us": 1e300}, r"option 'step_sleep_us' must be in \[0, 3600000000\], got 1"),
+    ("Debug-v0", {"step_sleep_us": -1.0}, r"option 'step_sleep_us' must be in \[0, 3600000000\], got -1"),
+    ("CartPole-v1", {"masspole": 0.0}, r"option 'masspole' must be in \(0, inf\), got 0"),
+    ("Pendulum-v1", {"l": -2.0}, r"option 'l' must be in \(0, inf\), got -2"),
+])
+def test_option_out_of_its_range_is_refused(env_id, options, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        make(env_id, num_envs=2, **options)
+
+
+@pytest.mark.parametrize("value, got", [(1 + 2j, r"complex \(1\+2j\)"), (np.array([1j, 2j]), "ndarray"),
+                                        (np.datetime64("2020-01-01"), "datetime64")])
+def test_complex_and_other_non_real_option_values_are_refused(value, got) -> None:
+    with pytest.raises(TypeError, match=rf"option 'gravity' must be a real number, a string, or a 1-D "
+                                        rf"sequence of real numbers \(one per env\); got {got}"):
+        make("CartPole-v1", num_envs=2, gravity=value)
+
+
+def test_uint64_ids_and_actions_do_not_wrap_to_negative(pool2) -> None:
+    # 2**64 - 1 used to arrive as -1 ("env id -1 is out of range").
+    big = np.array([2**64 - 1, 0], dtype=np.uint64)
+    pool2.reset()
+    with pytest.raises(ValueError, match=r"action 18446744073709551615 is out of range \[0, 2\)"):
+        pool2.step(big)
+    with pytest.raises(ValueError, match=r"action 9223372036854775808 is out of range"):
+        pool2.step(np.array([2**63, 0], dtype=np.uint64))
+    with pytest.raises(ValueError, match=r"env id 18446744073709551615 is out of range \[0, num_envs\)"):
+        pool2.step(np.zeros(2, dtype=np.int64), big[::-1].copy())
+    with pytest.raises(ValueError, match=r"env id 18446744073709551615 is out of range"):
+        pool2.send(np.zeros(2, dtype=np.int64), big)
+    assert pool2.in_flight == 0
+    ok = pool2.step(np.zeros(2, dtype=np.uint64), np.array([1, 0], dtype=np.uint64))  # in range: fine
+    assert ok[0].shape == (2, 4)
+
 
 @pytest.mark.parametrize("env_id, options, match", [
     ("CartPole-v1", {"length": float("inf")}, "'length' must be a finite number, got inf"),

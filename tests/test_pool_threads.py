@@ -412,7 +412,9 @@ def test_thread_creation_failure_raises_instead_of_hanging() -> None:
 
 def test_env_constructor_throwing_on_a_worker_raises() -> None:
     t0 = time.monotonic()
-    with pytest.raises(ValueError, match="step_sleep_us must be >= 0"):
-        make("Debug-v0", num_envs=8, num_threads=4, step_sleep_us=[0.0] * 7 + [-1.0])
+    # Option values are range-checked before any env is built; fail_on_make fails in the
+    # constructor of env 7 only, on its worker thread.
+    with pytest.raises(ValueError, match="Debug-v0 env 7 was asked to fail in its constructor"):
+        make("Debug-v0", num_envs=8, num_threads=4, fail_on_make=[0] * 7 + [1])
     assert time.monotonic() - t0 < 30
     make("Debug-v0", num_envs=8, num_threads=4).close()  # and the process is fine

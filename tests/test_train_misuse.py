@@ -5,15 +5,19 @@ import fractions
 import hashlib
 import io
 import os
+import subprocess
+import sys
 import time
 
 import pytest
 import torch
 from omegaconf import OmegaConf
 
+import torchfrag
+
 from torchfrag.runtime import CheckpointError, load_checkpoint, save_checkpoint
 from torchfrag.runtime.checkpoint import MAGIC, VERSION, load_for_resume
-from torchfrag.train import compose_config, train
+from torchfrag.train import ResumeRefused, compose_config, train
 
 BASE = ["eval_episodes=0", "progress=false", "logger=none"]
 FAST = ["algo.num_envs=4", "algo.steps=64", "algo.epochs=1", "algo.minibatch_size=128", *BASE]
@@ -90,3 +94,135 @@ def test_resume_folder_falls_back_past_a_damaged_newest_file(tmp_path, damage) -
         load_checkpoint(bad)
     path, state = load_for_resume(str(tmp_path))
     assert path == good and state["iteration"] == 1
+
+
+def _cli(args: list[str], cwd, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(torchfrag.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([pkg_root, env.get("PYTHONPATH", "")])
+    env.pop("HYDRA_FULL_ERROR", None)
+    env.update(extra_env or {})
+    return subprocess.run([sys.executable, "-m", "torchfrag.train", *args, f"hydra.run.dir={cwd}/run"],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _assert_one_line_refusal(proc: subprocess.CompletedProcess, run_dir, *parts: str) -> None:
+    """rc 1, one line ``torchfrag.train: error: ...`` naming every part, and no training."""
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert proc.returncode == 1, lines[-20:]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("torchfrag.train: error: "), lines
+    for part in parts:
+        assert part in lines[0], (part, lines[0])
+    assert not os.path.exists(run_dir / "checkpoints") and not os.path.exists(run_dir / "summary.json")
+
+
+# Each of these ran to rc 0 (or a 25-82-line traceback) before it was refused here.
+REFUSED = [
+    ("algo.gamma=0", ["algo.gamma must be in (0, 1]", "got 0.0"]),
+    ("algo.gamma=1.5", ["algo.gamma must be in (0, 1]", "got 1.5"]),
+    ("algo.lr=0", ["algo.lr must be a finite number > 0", "got 0.0"]),
+    ("algo.lr=inf", ["algo.lr must be a finite number > 0", "got inf"]),
+    ("algo.lr=nan", ["algo.lr", "got nan"]),
+    ("algo.hidden=[64,-1]", ["algo.hidden must list layer sizes >= 1", "got [64, -1]"]),
+    ("algo.hidden=[0]", ["algo.hidden", "got [0]"]),
+    ("algo.minibatch_size=100000", ["algo.minibatch_size", "at most one iteration's 256 frames",
+                                    "got 100000"]),
+    ("eval_episodes=-3", ["eval_episodes must be >= 0", "got -3"]),
+    ("env.eval_envs=0", ["env.eval_envs must be >= 1", "got 0"]),
+    ("target_window=0", ["target_window must be >= 1", "got 0"]),
+    ("total_frames=1", ["total_frames=1 is less than one iteration's 256 frames"]),
+    (f"total_frames={10**20}", ["total_frames must be at most 2**63 - 1 frames", f"got {10**20}"]),
+    ("+algo.foo=1", ["unknown key 'algo.foo' (value 1)", "known algo keys", "gamma"]),
+    ("+algo.gama=0.9", ["unknown key 'algo.gama'", "did you mean 'gamma'"]),
+    ("+foo=1", ["unknown key 'foo' (value 1)", "known top-level keys"]),
+    ("+env.foo=1", ["unknown key 'env.foo'", "eval_envs, id, options"]),
+    ("policy=actors policy.env_threads=0", ["policy actors: env_threads must be in [1, 4096]", "got 0"]),
+    ("policy=actors policy.env_threads=100000", ["env_threads must be in [1, 4096]", "got 100000"]),
+    ("env=Acrobot-v1 +env.options.link_length_1=-1",
+     ["env.options of Acrobot-v1: option 'link_length_1' must be in (0, inf), got -1"]),
+    ("env=Debug-v0 +env.options.step_sleep_us=1e300", ["option 'step_sleep_us' must be in [0, 3600000000]"]),
+    ("+env.options.gravity=abc", ["option 'gravity' expects a number, got the string 'abc'"]),
+]
+
+
+@pytest.mark.parametrize("override, parts", REFUSED)
+def test_bad_value_is_refused_in_one_line_before_training(tmp_path, override, parts) -> None:
+    with pytest.raises(ValueError) as err:
+        train(compose_config([*BASE, *override.split()]), run_dir=str(tmp_path))
+    assert "\n" not in str(err.value)
+    for part in parts:
+        assert part in str(err.value)
+    assert not os.path.exists(tmp_path / "checkpoints")
+
+
+# The CLI turns every refusal above into one line (one case of each kind: an algo field, a
+# top-level count, total_frames, an unknown key, a policy option).
+@pytest.mark.parametrize("override, parts", [REFUSED[i] for i in (0, 8, 11, 13, 18, 19)])
+def test_cli_refuses_bad_value_in_one_line_before_training(tmp_path, override, parts) -> None:
+    _assert_one_line_refusal(_cli(["logger=none", *override.split()], tmp_path), tmp_path / "run", *parts)
+
+
+def test_cli_refusal_traceback_behind_verbose_flag(tmp_path) -> None:
+    for args, extra in ((["-v"], None), ([], {"HYDRA_FULL_ERROR": "1"})):
+        proc = _cli([*args, "algo.gamma=0"], tmp_path, extra)
+        assert proc.returncode == 1
+        assert "Traceback" in proc.stderr and "ValueError: algo.gamma must be in (0, 1]" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def ppo_run(tmp_path_factory):
+    """A finished two-iteration PPO run (hidden [64, 64]) and its latest checkpoint."""
+    run_dir = tmp_path_factory.mktemp("ppo_run")
+    train(compose_config([*FAST, "algo.total_frames=512"]), run_dir=str(run_dir))
+    return run_dir, str(run_dir / "checkpoints" / "latest.pt")
+
+
+def test_resume_into_another_network_shape_is_one_line(ppo_run, tmp_path) -> None:
+    # Was a 44-line load_state_dict error after the envs had started.
+    _, ckpt = ppo_run
+    with pytest.raises(ResumeRefused) as err:
+        train(compose_config([*FAST, "algo.hidden=[32,32]", f"resume={ckpt}"]), run_dir=str(tmp_path))
+    msg = str(err.value)
+    assert "\n" not in msg and "does not fit this run's networks: size mismatch for" in msg
+    assert "changed since the checkpoint: algo.hidden=[64, 64] -> [32, 32]" in msg
+    assert not os.path.exists(tmp_path / "checkpoints")
+
+
+def test_cli_resume_into_another_network_shape_is_one_line(ppo_run, tmp_path) -> None:
+    _, ckpt = ppo_run
+    proc = _cli([*FAST, "algo.hidden=[16]", f"resume={ckpt}"], tmp_path)
+    _assert_one_line_refusal(proc, tmp_path / "run", f"resume={ckpt!r} does not fit",
+                             "algo.hidden=[64, 64] -> [16]")
+
+
+def _rewrite(src: str, dst: str, **changes) -> str:
+    ckpt = load_checkpoint(src)
+    ckpt.update(changes)
+    for key in [k for k, v in changes.items() if v is None]:
+        del ckpt[key]
+    save_checkpoint(ckpt, dst)
+    return dst
+
+
+@pytest.mark.parametrize("changes, match", [
+    # An A2C checkpoint stripped of its config resumed into PPO with rc 0.
+    ({"config": None}, "holds no saved config, so its env, algorithm and network shape cannot be checked"),
+    ({"iteration": -1}, "has iteration=-1; it must be an integer >= 0"),
+    ({"iteration": 10**6}, r"has iteration=1000000, beyond its 512 frames \(256 frames per iteration: "
+                           r"at most iteration=2\)"),
+])
+def test_resume_with_impossible_checkpoint_is_refused(ppo_run, tmp_path, changes, match) -> None:
+    _, ckpt = ppo_run
+    bad = _rewrite(ckpt, str(tmp_path / "bad.pt"), **changes)
+    with pytest.raises(ResumeRefused, match=match):
+        train(compose_config([*FAST, f"resume={bad}"]), run_dir=str(tmp_path / "r"))
+    assert not os.path.exists(tmp_path / "r" / "checkpoints")
+
+
+def test_a2c_checkpoint_does_not_resume_into_ppo(tmp_path) -> None:
+    a2c = ["algo=a2c", "algo.num_envs=4", "algo.steps=16", "algo.total_frames=64", *BASE]
+    train(compose_config(a2c), run_dir=str(tmp_path / "a2c"))
+    ckpt = str(tmp_path / "a2c" / "checkpoints" / "latest.pt")
+    with pytest.raises(ResumeRefused, match="was trained with algo.name='a2c', but this run has algo.name='ppo'"):
+        train(compose_config([*FAST, f"resume={ckpt}"]), run_dir=str(tmp_path / "ppo"))

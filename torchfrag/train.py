@@ -38,7 +38,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["compose_config", "config_dir", "main", "register_schemas", "train"]
+__all__ = ["ResumeRefused", "compose_config", "config_dir", "main", "register_schemas", "train"]
 
 
 # -- config schemas (types checked by Hydra on every override) ------------------------------
@@ -187,13 +187,24 @@ def compose_config(overrides: list[str] | None = None) -> DictConfig:
 
 
 # -- training -----------------------------------------------------------------------------
+#: Most frames a run may count: the frame counters are signed 64-bit.
+MAX_FRAMES = 2**63 - 1
+
+
 def _check(cfg: DictConfig) -> None:
+    """Refuses a config no training can use, before anything starts (see :func:`_hydra_main`).
+
+    Raises:
+        ValueError: One line naming the key, its value and what is allowed.
+    """
     from torchfrag.algos import ALGOS
     from torchfrag.envs import list_envs
     from torchfrag.policies import as_policy
 
+    _check_known_keys(cfg)
     if cfg.env.id not in list_envs():
         raise ValueError(f"unknown env id {cfg.env.id!r}; registered: {sorted(list_envs())}")
+    _check_env_options(cfg)
     if cfg.get("video", False):
         _check_video(cfg)
     if "_target_" not in cfg.algo and cfg.algo.get("name") not in ALGOS:
@@ -210,22 +221,155 @@ def _check(cfg: DictConfig) -> None:
         value = OmegaConf.select(cfg, key)
         if value is not None and int(value) <= 0:
             raise ValueError(f"{key} must be a positive number of frames, got {value}")
-    if int(cfg.checkpoint_every) < 0:
-        raise ValueError(f"checkpoint_every must be >= 0 (0: only the final checkpoint), "
-                         f"got {cfg.checkpoint_every}")
+        if value is not None and int(value) > MAX_FRAMES:
+            raise ValueError(f"{key} must be at most 2**63 - 1 frames, got {value}")
+    for key, low in (("checkpoint_every", 0), ("eval_episodes", 0), ("target_window", 1),
+                     ("env.eval_envs", 1)):
+        value = OmegaConf.select(cfg, key)
+        if int(value) < low:
+            raise ValueError(f"{key} must be >= {low}{_MEANING.get(key, '')}, got {value}")
+    _check_algo(cfg)
+
+
+#: What the lowest allowed value of a top-level count means, for the refusal's message.
+_MEANING = {"checkpoint_every": " (0: only the final checkpoint)", "eval_episodes": " (0: skip)"}
+
+
+def _check_algo(cfg: DictConfig) -> None:
+    """The algorithm's own checks (:meth:`~torchfrag.algos.config.AlgoConfig.validate`) and a
+    ``total_frames`` of at least one iteration."""
+    from torchfrag.algos import factory_from_config
+
+    algo = OmegaConf.to_container(cfg.algo, resolve=True)
+    factory = factory_from_config(algo, cfg.env.id, seed=int(cfg.seed))
+    known = factory.config_class().field_names() | {"name", "_target_"}
+    _refuse_unknown("algo", algo, known)
+    pcfg = factory.config()
+    pcfg.validate()
+    key = "total_frames" if cfg.total_frames is not None else "algo.total_frames"
+    frames = int(cfg.total_frames) if cfg.total_frames is not None else int(pcfg.total_frames)
+    if frames < pcfg.frames_per_iteration:
+        raise ValueError(f"{key}={frames} is less than one iteration's {pcfg.frames_per_iteration} "
+                         f"frames (algo.num_envs={pcfg.num_envs} x algo.steps={pcfg.steps}); raise "
+                         f"{key} or lower algo.num_envs or algo.steps")
+
+
+def _check_env_options(cfg: DictConfig) -> None:
+    """``env.options`` checked by the pool's own option rules (names, types, ranges) without
+    building an env; keywords of :class:`~torchfrag.envs.PoolEnv` itself pass through."""
+    import inspect
+
+    from torchfrag.envs import PoolEnv, spec
+
+    options = OmegaConf.to_container(cfg.env.options, resolve=True)
+    own = set(inspect.signature(PoolEnv.__init__).parameters)
+    try:
+        spec(cfg.env.id, **{k: v for k, v in options.items() if k not in own})
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"env.options of {cfg.env.id}: {err}") from None
+
+
+def _check_known_keys(cfg: DictConfig) -> None:
+    """Refuses keys added with ``+`` that nothing reads (``+foo=1``, ``+env.foo=1``), which
+    would otherwise be ignored without a word. ``algo`` is checked by :func:`_check_algo`,
+    ``policy`` by :func:`torchfrag.policies.as_policy`."""
+    from dataclasses import fields
+
+    for where, node, schema in (("", cfg, TrainConfig), ("env", cfg.env, EnvConfig),
+                                ("logger", cfg.logger, LoggerConfig)):
+        _refuse_unknown(where, node, {f.name for f in fields(schema)})
+
+
+def _refuse_unknown(where: str, node: Any, known: set[str]) -> None:
+    """Raises ``ValueError`` naming the first key of ``node`` not in ``known``, and the known
+    keys nearest to it."""
+    import difflib
+
+    for key in node:
+        if key not in known:
+            full = f"{where}.{key}" if where else str(key)
+            near = difflib.get_close_matches(str(key), sorted(known), n=3, cutoff=0.5)
+            raise ValueError(f"unknown key {full!r} (value {node[key]!r}): "
+                             + (f"did you mean {', '.join(repr(n) for n in near)}? " if near else "")
+                             + f"known {where or 'top-level'} keys: {', '.join(sorted(known))}")
+
+
+class ResumeRefused(ValueError):
+    """The checkpoint named by ``resume`` cannot continue this run (another env, algorithm or
+    network shape, a damaged file, impossible counters); raised before training starts."""
 
 
 def _check_resume(cfg: DictConfig, path: str, ckpt: dict[str, Any]) -> None:
-    """Refuses a checkpoint written for another env or algorithm (its saved config says)."""
+    """Refuses a checkpoint written for another env or algorithm (its saved config says), one
+    without its config, and one whose ``iteration`` is negative or beyond its frames.
+
+    Raises:
+        ResumeRefused: One line naming the key, the checkpoint's value and this run's.
+    """
     saved_yaml = ckpt.get("config")
     if not saved_yaml:
-        return
+        raise ResumeRefused(f"resume={path!r} holds no saved config, so its env, algorithm and "
+                            "network shape cannot be checked against this run; resume from a "
+                            "checkpoint written by torchfrag.train")
     saved = OmegaConf.create(saved_yaml)
     for key in ("env.id", "algo.name", "algo._target_"):
         was, now = OmegaConf.select(saved, key), OmegaConf.select(cfg, key)
         if was is not None and was != now:
-            raise ValueError(f"resume={path!r} was trained with {key}={was!r}, but this run has "
-                             f"{key}={now!r}; resume with {key}={was!r} or start a new run")
+            raise ResumeRefused(f"resume={path!r} was trained with {key}={was!r}, but this run has "
+                                f"{key}={now!r}; resume with {key}={was!r} or start a new run")
+    iteration = ckpt.get("iteration")
+    num_envs, steps = OmegaConf.select(saved, "algo.num_envs"), OmegaConf.select(saved, "algo.steps")
+    state = ckpt.get("state")
+    frames = state.get("frames") if isinstance(state, dict) else None
+    if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0:
+        raise ResumeRefused(f"resume={path!r} has iteration={iteration!r}; it must be an integer >= 0")
+    if isinstance(frames, int) and num_envs and steps and iteration * int(num_envs) * int(steps) > frames:
+        raise ResumeRefused(f"resume={path!r} has iteration={iteration}, beyond its {frames} frames "
+                            f"({int(num_envs) * int(steps)} frames per iteration: at most iteration="
+                            f"{frames // (int(num_envs) * int(steps))})")
+
+
+def _load_resume(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
+    """``(path, checkpoint)`` that ``resume`` names, checked by :func:`_check_resume`.
+
+    Raises:
+        CheckpointError: No checkpoint there verifies.
+        ResumeRefused: It was written for another run (see :func:`_check_resume`).
+    """
+    from torchfrag.runtime.checkpoint import CheckpointError, load_for_resume
+
+    try:
+        path, ckpt = load_for_resume(str(cfg.resume))
+    except CheckpointError as err:
+        raise CheckpointError(f"resume={str(cfg.resume)!r}: {err}") from err
+    _check_resume(cfg, path, ckpt)
+    return path, ckpt
+
+
+def _load_resume_state(cfg: DictConfig, path: str, ckpt: dict[str, Any], loop: Any) -> None:
+    """Loads the checkpoint's training state into ``loop``; a state that does not fit (another
+    network shape) is refused in one line naming the first mismatch and the config keys that
+    differ from the checkpoint's."""
+    from torchfrag.algos.loop import load_training_state
+
+    try:
+        load_training_state(loop, ckpt["state"])
+    except (RuntimeError, KeyError, ValueError, TypeError) as err:
+        detail = next((line.strip() for line in str(err).splitlines()
+                       if "mismatch" in line or "Missing" in line or "Unexpected" in line),
+                      str(err).splitlines()[0] if str(err) else type(err).__name__)
+        changed = _changed_keys(OmegaConf.create(ckpt["config"]).algo, cfg.algo, "algo")
+        raise ResumeRefused(f"resume={path!r} does not fit this run's networks: {detail}"
+                            + (f"; changed since the checkpoint: {', '.join(changed)}" if changed else "")
+                            ) from err
+
+
+def _changed_keys(was: Any, now: Any, prefix: str) -> list[str]:
+    """``key=<checkpoint's> -> <this run's>`` for every key of two config nodes that differs."""
+    a = OmegaConf.to_container(was, resolve=True)
+    b = OmegaConf.to_container(now, resolve=True)
+    return [f"{prefix}.{k}={a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k)]
 
 
 def _check_video(cfg: DictConfig) -> None:
@@ -409,17 +553,20 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     from tqdm import tqdm
 
     from torchfrag.algos import factory_from_config
-    from torchfrag.algos.loop import close_loop, env_fragment, eval_policy, load_training_state, training_state
+    from torchfrag.algos.loop import close_loop, env_fragment, eval_policy, training_state
     from torchfrag.graph import capture
     from torchfrag.runtime import run, save_checkpoint
+    from torchfrag.runtime.checkpoint import remove_partial_writes
 
     _check(cfg)
+    resume_path, ckpt = _load_resume(cfg) if cfg.resume else (None, None)
     if run_dir is None:
         from hydra.core.hydra_config import HydraConfig
 
         run_dir = HydraConfig.get().runtime.output_dir
     os.makedirs(run_dir, exist_ok=True)
     ckpt_dir = os.path.join(run_dir, "checkpoints")
+    remove_partial_writes(ckpt_dir)
     algo = OmegaConf.to_container(cfg.algo, resolve=True)
     if cfg.total_frames is not None:
         algo["total_frames"] = int(cfg.total_frames)
@@ -431,21 +578,21 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     loop = factory()
     rollout = env_fragment(loop)
     graph = capture(loop)
-    logger.info("captured loop:\n%s", graph)
     iterations = max(1, math.ceil(pcfg.total_frames / pcfg.frames_per_iteration))
     start = 0
     curve: list[tuple[int, float]] = []
-    if cfg.resume:
-        from torchfrag.runtime.checkpoint import load_for_resume
-
-        resume_path, ckpt = load_for_resume(str(cfg.resume))
-        _check_resume(cfg, resume_path, ckpt)
-        load_training_state(loop, ckpt["state"])
+    if ckpt is not None:
+        try:
+            _load_resume_state(cfg, resume_path, ckpt, loop)
+        except ResumeRefused:
+            close_loop(loop)
+            raise
         torch.set_rng_state(ckpt["rng"])
         start = int(ckpt["iteration"])
         curve = [tuple(x) for x in ckpt.get("curve", [])]
         logger.info("resumed from %s at iteration %d (%d frames)", resume_path, start,
                     rollout.frames)
+    logger.info("captured loop:\n%s", graph)
     tlog = _make_logger(cfg, run_dir)
     window: deque[float] = deque(maxlen=int(cfg.target_window))
     for _, r in curve[-int(cfg.target_window):]:
@@ -555,15 +702,35 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     try:
         _check(cfg)
     except ValueError as err:  # a refused config: one line on stderr, exit status 1, nothing started
-        raise SystemExit(f"torchfrag.train: error: {err}") from None
-    summary = train(cfg)
+        _refuse(err)
+    from torchfrag.runtime.checkpoint import CheckpointError
+
+    try:
+        summary = train(cfg)
+    except (ResumeRefused, CheckpointError) as err:  # raised before the first iteration
+        _refuse(err)
     return summary["eval_return"]
+
+
+def _refuse(err: Exception) -> None:
+    """Exits with status 1 and one line ``torchfrag.train: error: <reason>`` on stderr; with
+    ``HYDRA_FULL_ERROR=1`` (or ``-v``) the error propagates with its full traceback."""
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        raise err
+    reason = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    raise SystemExit(f"torchfrag.train: error: {reason}") from None
 
 
 def main() -> None:
     """Console entry point (``torchfrag-train`` / ``python -m torchfrag.train``)."""
+    import sys
+
     import hydra
 
+    for flag in ("-v", "--verbose"):  # full tracebacks for refusals (Hydra has no such flag)
+        while flag in sys.argv[1:]:
+            sys.argv.remove(flag)
+            os.environ["HYDRA_FULL_ERROR"] = "1"
     register_schemas()
     try:
         hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_hydra_main)()

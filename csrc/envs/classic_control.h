@@ -58,11 +58,11 @@ class CartPole : public Env {
     s.max_episode_steps = 500;
     s.reward_threshold = 475.0;
     s.options = {opt_float("gravity", 9.8, "gravitational acceleration", true),
-                 opt_float("masscart", 1.0, "cart mass", true),
-                 opt_float("masspole", 0.1, "pole mass", true),
-                 opt_float("length", 0.5, "half the pole length", true),
+                 positive(opt_float("masscart", 1.0, "cart mass", true)),
+                 positive(opt_float("masspole", 0.1, "pole mass", true)),
+                 positive(opt_float("length", 0.5, "half the pole length", true)),
                  opt_float("force_mag", 10.0, "push force magnitude", true),
-                 opt_float("tau", 0.02, "seconds between state updates", true),
+                 positive(opt_float("tau", 0.02, "seconds between state updates", true)),
                  opt_str("kinematics_integrator", "euler", "'euler' or 'semi-implicit'"),
                  opt_bool("sutton_barto_reward", false,
                           "reward 0 per step and -1 on termination (Gymnasium's option)")};
@@ -86,9 +86,6 @@ class CartPole : public Env {
                                   integ + "'");
     }
     euler_ = integ == "euler";
-    if (masscart_ <= 0 || masspole_ <= 0 || length_ <= 0 || tau_ <= 0) {
-      throw std::invalid_argument("CartPole masses, length and tau must be positive");
-    }
     total_mass_ = masspole_ + masscart_;
     polemass_length_ = masspole_ * length_;
   }
@@ -170,13 +167,13 @@ class Acrobot : public Env {
     s.action = discrete_action(3);
     s.max_episode_steps = 500;
     s.reward_threshold = -100.0;
-    s.options = {opt_float("link_length_1", 1.0, "length of link 1", true),
-                 opt_float("link_mass_1", 1.0, "mass of link 1", true),
-                 opt_float("link_mass_2", 1.0, "mass of link 2", true),
-                 opt_float("link_com_pos_1", 0.5, "centre of mass of link 1", true),
-                 opt_float("link_com_pos_2", 0.5, "centre of mass of link 2", true),
-                 opt_float("link_moi", 1.0, "moment of inertia of both links", true),
-                 opt_float("torque_noise_max", 0.0, "uniform torque noise amplitude", true),
+    s.options = {positive(opt_float("link_length_1", 1.0, "length of link 1", true)),
+                 positive(opt_float("link_mass_1", 1.0, "mass of link 1", true)),
+                 positive(opt_float("link_mass_2", 1.0, "mass of link 2", true)),
+                 in_range(opt_float("link_com_pos_1", 0.5, "centre of mass of link 1", true), 0.0, kInf),
+                 in_range(opt_float("link_com_pos_2", 0.5, "centre of mass of link 2", true), 0.0, kInf),
+                 positive(opt_float("link_moi", 1.0, "moment of inertia of both links", true)),
+                 in_range(opt_float("torque_noise_max", 0.0, "uniform torque noise amplitude", true), 0.0, kInf),
                  opt_str("book_or_nips", "book", "dynamics variant: 'book' or 'nips'")};
     for (auto& o : reset_bound_options(-0.1, 0.1)) s.options.push_back(o);
     return s;
@@ -505,17 +502,15 @@ class Pendulum : public Env {
     s.action = box_action({1}, {-2.0}, {2.0});
     s.max_episode_steps = 200;
     s.options = {opt_float("g", 10.0, "gravitational acceleration", true),
-                 opt_float("m", 1.0, "pendulum mass", true),
-                 opt_float("l", 1.0, "pendulum length", true),
+                 positive(opt_float("m", 1.0, "pendulum mass", true)),
+                 positive(opt_float("l", 1.0, "pendulum length", true)),
                  opt_float("x_init", kPi, "initial angle is uniform in [-x_init, x_init]"),
                  opt_float("y_init", 1.0, "initial angular velocity is uniform in [-y_init, y_init]")};
     return s;
   }
 
   Pendulum(const EnvSpec&, const EnvOptions& o)
-      : g_(o.f("g")), m_(o.f("m")), l_(o.f("l")), x_init_(o.f("x_init")), y_init_(o.f("y_init")) {
-    if (m_ <= 0 || l_ <= 0) throw std::invalid_argument("Pendulum m and l must be positive");
-  }
+      : g_(o.f("g")), m_(o.f("m")), l_(o.f("l")), x_init_(o.f("x_init")), y_init_(o.f("y_init")) {}
 
   void reset(Rng& rng, const Row& out) override {
     th_ = rng.uniform(-x_init_, x_init_);

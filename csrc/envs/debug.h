@@ -34,12 +34,18 @@ class DebugEnv : public Env {
     episode.dtype = DType::kInt64;
     s.infos = {episode};
     s.options = {
-        opt_int("obs_dim", 4, "observation size (>= 4)"),
-        opt_int("num_actions", 2, "number of discrete actions"),
-        opt_int("episode_length", 10, "steps until `terminated` (0: never)", true),
-        opt_int("fail_on_step", 0, "raise inside step number k of an episode (0: never)", true),
+        in_range(opt_int("obs_dim", 4, "observation size (>= 4)"), 4, kMaxIntOption),
+        in_range(opt_int("num_actions", 2, "number of discrete actions"), 1, kMaxIntOption),
+        in_range(opt_int("episode_length", 10, "steps until `terminated` (0: never)", true), 0,
+                 kMaxIntOption),
+        in_range(opt_int("fail_on_step", 0, "raise inside step number k of an episode (0: never)",
+                         true), 0, kMaxIntOption),
         opt_bool("fail_on_reset", false, "raise inside reset"),
-        opt_float("step_sleep_us", 0.0, "sleep this long in every step (GIL released)", true),
+        in_range(opt_int("fail_on_make", 0, "1: raise in the env's constructor (on its worker thread)",
+                         true), 0, 1),
+        // At most an hour per step: a larger value is a typo, and far larger ones overflow.
+        in_range(opt_float("step_sleep_us", 0.0, "sleep this long in every step (GIL released)",
+                           true), 0.0, 3.6e9),
     };
     return s;
   }
@@ -51,7 +57,10 @@ class DebugEnv : public Env {
         fail_on_step_(o.i("fail_on_step")),
         fail_on_reset_(o.b("fail_on_reset")),
         sleep_us_(o.f("step_sleep_us")) {
-    if (sleep_us_ < 0) throw std::invalid_argument("step_sleep_us must be >= 0");
+    if (o.i("fail_on_make") != 0) {
+      throw std::invalid_argument("Debug-v0 env " + std::to_string(index_) +
+                                  " was asked to fail in its constructor (fail_on_make=1)");
+    }
   }
 
   void reset(Rng& rng, const Row& out) override {

@@ -18,6 +18,7 @@ Example:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
@@ -71,3 +72,61 @@ class AlgoConfig:
     def frames_per_iteration(self) -> int:
         """``num_envs * steps``."""
         return int(self.num_envs) * int(self.steps)
+
+    def validate(self, prefix: str = "algo.") -> None:
+        """Refuses values no training can use, naming the key, the value and what is allowed.
+
+        Checks the fields every shipped config shares where the config has them:
+        ``num_envs``, ``steps`` and ``total_frames`` >= 1, ``gamma`` in (0, 1],
+        ``lr`` finite and > 0, ``hidden`` sizes >= 1, and ``minibatch_size`` at
+        most one iteration's frames. Subclasses add their own checks and call
+        ``super().validate(prefix)``.
+
+        Args:
+            prefix: Prepended to field names in messages (the Hydra key's group).
+
+        Raises:
+            ValueError: The first field whose value is refused.
+
+        Example:
+            >>> from torchfrag.algos.ppo import PPOConfig
+            >>> PPOConfig(gamma=1.5).validate()
+            Traceback (most recent call last):
+            ...
+            ValueError: algo.gamma must be in (0, 1], got 1.5
+        """
+        for name in ("num_envs", "steps", "total_frames"):
+            _require(_is_int(getattr(self, name)) and getattr(self, name) >= 1,
+                     f"{prefix}{name} must be an integer >= 1", getattr(self, name))
+        names = self.field_names()
+        if "gamma" in names:
+            _require(_is_real(self.gamma) and 0 < self.gamma <= 1, f"{prefix}gamma must be in (0, 1]",
+                     self.gamma)
+        if "lr" in names:
+            _require(_is_real(self.lr) and math.isfinite(self.lr) and self.lr > 0,
+                     f"{prefix}lr must be a finite number > 0", self.lr)
+        if getattr(self, "hidden", None) is not None:
+            _require(all(_is_int(h) and h >= 1 for h in self.hidden),
+                     f"{prefix}hidden must list layer sizes >= 1", list(self.hidden))
+        batch = getattr(self, "minibatch_size", None)
+        if batch is not None:
+            _require(_is_int(batch) and 1 <= batch <= self.frames_per_iteration,
+                     f"{prefix}minibatch_size must be a positive integer at most one iteration's "
+                     f"{self.frames_per_iteration} frames ({prefix}num_envs={self.num_envs} x "
+                     f"{prefix}steps={self.steps})", batch)
+
+
+def _is_int(value: Any) -> bool:
+    """An integer that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    """A real number that is not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _require(ok: bool, rule: str, value: Any) -> None:
+    """Raises ``ValueError("<rule>, got <value>")`` unless ``ok``."""
+    if not ok:
+        raise ValueError(f"{rule}, got {value!r}")

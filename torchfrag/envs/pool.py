@@ -21,6 +21,9 @@ _MAX_SEED = 2**64
 # Env ids travel as int32; far below that, buffers for one row per env would
 # exhaust memory long before a pool could be used.
 MAX_ENVS = 2**22
+#: Most worker threads one pool may start (a guard against typos such as ``num_threads=100000``,
+#: which would fail deep in thread creation).
+MAX_THREADS = 4096
 
 
 def normalize_options(env_id: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -59,9 +62,7 @@ def per_env_seeds(seed: int | Sequence[int] | None, num_envs: int) -> list[int]:
     if seed is None:
         seed = int.from_bytes(os.urandom(8), "little")
     if _is_int(seed):
-        seed = int(seed)
-        if not 0 <= seed < _MAX_SEED:
-            raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+        seed = check_seed(seed)
         return [C.env_seed(seed, i) for i in range(num_envs)]
     # A str is a sequence too ("12" would become seeds [1, 2]): refused with floats.
     if isinstance(seed, (str, bytes)) or not isinstance(seed, (Sequence, np.ndarray)):
@@ -77,6 +78,22 @@ def per_env_seeds(seed: int | Sequence[int] | None, num_envs: int) -> list[int]:
     if len(seeds) != num_envs:
         raise ValueError(f"got {len(seeds)} seeds for {num_envs} envs")
     return [int(s) for s in seeds]
+
+
+def check_seed(seed: Any) -> int:
+    """A pool seed as an ``int``; anything else (a bool, a float, a str, out of range) is refused.
+
+    Example:
+        >>> check_seed(1.5)
+        Traceback (most recent call last):
+        ...
+        TypeError: seed must be an int in [0, 2**64), got float 1.5
+    """
+    if not _is_int(seed):
+        raise TypeError(f"seed must be an int in [0, 2**64), got {type(seed).__name__} {seed!r}")
+    if not 0 <= int(seed) < _MAX_SEED:
+        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+    return int(seed)
 
 
 def _is_int(value: Any) -> bool:
@@ -182,8 +199,8 @@ class EnvPool:
             raise ValueError(f"num_envs must be at most {MAX_ENVS}, got {num_envs}")
         if batch_size is not None and not 1 <= batch_size <= num_envs:
             raise ValueError(f"batch_size must be in [1, num_envs={num_envs}], got {batch_size}")
-        if num_threads is not None and num_threads <= 0:
-            raise ValueError(f"num_threads must be a positive integer, got {num_threads}")
+        if num_threads is not None and not 1 <= num_threads <= MAX_THREADS:
+            raise ValueError(f"num_threads must be in [1, {MAX_THREADS}], got {num_threads}")
         if autoreset not in AUTORESET_MODES:
             raise ValueError(f"autoreset must be one of {AUTORESET_MODES}, got {autoreset!r}")
         options = normalize_options(env_id, options)

@@ -39,7 +39,7 @@ from torchrl.envs import EnvBase
 
 from torchfrag.envs._torchrl_compat import make_compatible_policy, new_tensordict, step_mdp
 from torchfrag.envs.lives import AleLives
-from torchfrag.envs.pool import EnvPool
+from torchfrag.envs.pool import EnvPool, check_seed
 from torchfrag.envs.spec import EnvSpec
 
 logger = logging.getLogger(__name__)
@@ -607,7 +607,7 @@ class PoolEnv(EnvBase):
     def _set_seed(self, seed: int | None) -> None:
         if seed is None:
             seed = int.from_bytes(np.random.default_rng().bytes(8), "little")
-        self._pool.seed(int(seed))
+        self._pool.seed(check_seed(seed))  # make()'s error for True, 1.5, "abc"
         # New seeds apply from the next real reset: drop cached auto-resets.
         self._pending[:] = False
 

@@ -160,7 +160,18 @@ class Policy:
                                    self.roles, names)
                 if wrong:
                     raise PolicyError(f"policy {self.name}: {wrong}")
+        self._check_env_threads()
         self._check_master_addr()
+
+    def _check_env_threads(self) -> None:
+        """``env_threads``, where the policy has it: ``None`` (the pool default) or what a pool accepts."""
+        from torchfrag.envs.pool import MAX_THREADS
+
+        threads = getattr(self, "env_threads", None)
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or not 1 <= threads <= MAX_THREADS):
+            raise PolicyError(f"policy {self.name}: env_threads must be in [1, {MAX_THREADS}] "
+                              f"(or null: the pool default), got {threads!r}")
 
     def _check_master_addr(self) -> None:
         """``master_addr`` is an IP address or a resolvable hostname (on node 0: one of this machine's)."""

@@ -3,7 +3,10 @@
 File layout: one header line ``TORCHFRAG-CKPT 1 sha256=<hex> size=<n>\\n`` then
 the ``torch.save`` payload. :func:`save_checkpoint` writes a temporary file
 in the same folder, flushes and fsyncs it, then renames it over the target,
-so a crash never leaves a half-written checkpoint under the final name.
+so a crash never leaves a half-written checkpoint under the final name. The
+temporary file's name carries the writer's process id
+(``.tmp-<name>-<pid>-<random>``): :func:`remove_partial_writes` deletes those
+whose writer is gone (killed mid-write), and a run does so on its next start.
 
 Example:
     >>> import os, tempfile, torch
@@ -32,11 +35,15 @@ __all__ = [
     "find_latest_checkpoint",
     "load_checkpoint",
     "load_for_resume",
+    "remove_partial_writes",
     "save_checkpoint",
 ]
 
 MAGIC = b"TORCHFRAG-CKPT"
 VERSION = 1
+
+
+_TMP_PREFIX = ".tmp-"
 
 
 class CheckpointError(RuntimeError):
@@ -60,7 +67,8 @@ def save_checkpoint(state: dict[str, Any], path: str) -> str:
     header = b"%s %d sha256=%s size=%d\n" % (MAGIC, VERSION, digest.encode(), len(payload))
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{os.path.basename(path)}-{os.getpid()}-",
+                               dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(header)
@@ -82,6 +90,57 @@ def save_checkpoint(state: dict[str, Any], path: str) -> str:
         pass
     logger.debug("saved checkpoint %s (%d bytes, sha256 %s)", path, len(payload), digest)
     return digest
+
+
+def remove_partial_writes(folder: str) -> list[str]:
+    """Deletes the temporary files of :func:`save_checkpoint` writes that were killed.
+
+    A temporary file is removed when the process that wrote it (the id in its
+    name) no longer runs; files of live processes, this one included, are
+    kept (they may be writes in progress). A name without a process id (an
+    older torchfrag's) counts as a dead writer's.
+
+    Returns:
+        The removed paths.
+
+    Example:
+        >>> import os, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> open(os.path.join(folder, ".tmp-latest.pt-999999999-ab12"), "wb").close()
+        >>> [os.path.basename(p) for p in remove_partial_writes(folder)]
+        ['.tmp-latest.pt-999999999-ab12']
+    """
+    if not os.path.isdir(folder):
+        return []
+    removed = []
+    for name in sorted(os.listdir(folder)):
+        if name.startswith(_TMP_PREFIX) and not _writer_alive(name):
+            path = os.path.join(folder, name)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:  # removed by someone else meanwhile
+                continue
+            removed.append(path)
+    if removed:
+        logger.info("removed %d partial checkpoint file(s) of killed writes in %s", len(removed), folder)
+    return removed
+
+
+def _writer_alive(tmp_name: str) -> bool:
+    """Whether the process whose id is in ``tmp_name`` (``.tmp-<name>-<pid>-<random>``) runs."""
+    parts = tmp_name.rsplit("-", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # no such process (or beyond any pid)
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def load_checkpoint(path: str) -> dict[str, Any]:
@@ -158,7 +217,8 @@ def load_for_resume(path: str) -> tuple[str, dict[str, Any]]:
 
     For a folder (or a run folder holding ``checkpoints/``) the newest
     checkpoint that verifies is used, so a crash during the last write falls
-    back to the one before.
+    back to the one before. Partial files of killed writes in the checkpoint's
+    folder are removed (:func:`remove_partial_writes`).
 
     Raises:
         CheckpointError: The file does not verify, or the folder holds no usable checkpoint.
@@ -166,8 +226,10 @@ def load_for_resume(path: str) -> tuple[str, dict[str, Any]]:
     if os.path.isdir(path):
         sub = os.path.join(path, "checkpoints")
         folder = sub if os.path.isdir(sub) else path
+        remove_partial_writes(folder)
         found = find_latest_checkpoint(folder)
         if found is None:
             raise CheckpointError(f"no usable checkpoint in {folder!r}; nothing to resume from")
         return found
+    remove_partial_writes(os.path.dirname(os.path.abspath(path)))
     return path, load_checkpoint(path)

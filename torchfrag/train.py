@@ -215,6 +215,21 @@ def _check(cfg: DictConfig) -> None:
                          f"got {cfg.checkpoint_every}")
 
 
+def _serves_as_worker(cfg: DictConfig) -> bool:
+    """Whether this process is a torchrun rank other than 0 of a distributed policy (a worker).
+
+    Example:
+        >>> from omegaconf import OmegaConf
+        >>> _serves_as_worker(OmegaConf.create({"policy": {"name": "local"}}))
+        False
+    """
+    from torchfrag.policies import as_policy
+    from torchfrag.runtime.launcher import torchrun_env
+
+    env = torchrun_env()
+    return env is not None and env["rank"] != 0 and as_policy(cfg.policy).distributed
+
+
 def _check_resume(cfg: DictConfig, path: str, ckpt: dict[str, Any]) -> None:
     """Refuses a checkpoint written for another env or algorithm (its saved config says)."""
     saved_yaml = ckpt.get("config")
@@ -435,7 +450,11 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     iterations = max(1, math.ceil(pcfg.total_frames / pcfg.frames_per_iteration))
     start = 0
     curve: list[tuple[int, float]] = []
-    if cfg.resume:
+    if cfg.resume and _serves_as_worker(cfg):
+        # The driver owns the training state and hands it to its workers; the checkpoint lives on
+        # the driver's host, so a worker node given the same command line does not look for it.
+        logger.info("resume=%s: this node serves as a worker; the driver resumes", cfg.resume)
+    elif cfg.resume:
         from torchfrag.runtime.checkpoint import load_for_resume
 
         resume_path, ckpt = load_for_resume(str(cfg.resume))

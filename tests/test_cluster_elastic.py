@@ -21,7 +21,8 @@ import torch
 from torchfrag.runtime.checkpoint import load_checkpoint, load_for_resume
 from torchfrag.testing.cluster import Cluster
 
-from test_cluster import T, hosts_empty_after, one_line, three_hosts, wait_all  # noqa: F401 (fixture)
+from test_cluster import T, hosts_empty_after, one_line, wait_all
+from test_cluster import three_hosts  # noqa: F401 (a fixture)
 
 ENVS, STEPS, MINIBATCH, EPOCHS = 4, 16, 32, 2
 FRAMES = ENVS * STEPS  # per iteration
@@ -35,7 +36,8 @@ def node_args(*extra: str) -> list[str]:
     return ["-m", "torchfrag.train", "policy=actors", "policy.actors=2", f"policy.timeout={T}",
             f"algo.num_envs={ENVS}", f"algo.steps={STEPS}", f"algo.minibatch_size={MINIBATCH}",
             f"algo.epochs={EPOCHS}", f"total_frames={FRAMES * ITERATIONS}", "checkpoint_every=1",
-            "eval_episodes=0", "plot=false", "progress=false", "logger=none", "hydra.run.dir=run", *extra]
+            "eval_episodes=0", "plot=false", "progress=false", "logger=none", "hydra.run.dir=run",
+            *extra]
 
 
 def adam_step(ckpt: dict[str, Any]) -> int:
@@ -58,7 +60,8 @@ def test_worker_host_dies_and_the_restarted_job_resumes(three_hosts, tmp_path):
     first = start_nodes(c, homes, node_args(), "job1")
     deadline = time.monotonic() + 120
     while not (ckpts / f"iter_{KILL_AFTER:06d}.pt").exists():
-        assert time.monotonic() < deadline and all(p.poll() is None for p in first), c.log(0)[-3000:]
+        alive = all(p.poll() is None for p in first)
+        assert time.monotonic() < deadline and alive, c.log(0, "job1")[-3000:]
         time.sleep(0.05)
     c.kill(2)
     t_fault = time.monotonic()
@@ -83,7 +86,8 @@ def test_worker_host_dies_and_the_restarted_job_resumes(three_hosts, tmp_path):
     resumed = one_line(c.log(0, "job2"), "resumed from")
     assert f"at iteration {k} ({k * FRAMES} frames)" in resumed, resumed
     for i in (1, 2):
-        assert "this node serves as a worker; the driver resumes" in c.log(i, "job2"), c.log(i, "job2")[-2000:]
+        log = c.log(i, "job2")
+        assert "this node serves as a worker; the driver resumes" in log, log[-2000:]
 
     # The run went on from the checkpoint, not from 0: frames, iterations and Adam's step counter.
     summary = json.loads((homes[0] / "run" / "summary.json").read_text())

@@ -27,9 +27,10 @@ import pytest
 import torch
 
 import torchfrag
+from torchfrag.policies import PPOFactory
 from torchfrag.testing.cluster import Cluster, unavailable
 
-from _cluster_job import train
+from _cluster_job import CFG, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(torchfrag.__file__)))
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -136,29 +137,74 @@ def test_harness_removes_what_a_killed_run_left(tmp_path):
 
 # -- policies across hosts ------------------------------------------------------------------------
 ITER = 3
+# Synchronous policies: the driver on host 0, one worker on each other host (world = hosts).
 POLICIES = {"actors": {"name": "actors", "actors": 2, "timeout": 60},
+            "central_inference": {"name": "central_inference", "env_workers": 2, "timeout": 60},
             "data_parallel": {"name": "data_parallel", "workers": 3, "timeout": 60}}
+# 2 learners (the driver and one more), one actor each: 3 workers, 4 hosts.
+MULTI_LEARNER = {"name": "multi_learner", "learners": 2, "actors_per_learner": 1, "timeout": 60}
+
+
+@pytest.fixture
+def four_hosts(tmp_path: Path) -> Iterator[Cluster]:
+    yield from make_cluster(4, tmp_path / "logs")
+
+
+def run_watching_listeners(c: Cluster, policy: dict, iterations: int, out: Path,
+                           limit: float = 150) -> list[set[tuple[str, int]]]:
+    """Runs the job on every host to the end; returns what listened on each host meanwhile."""
+    procs = start_job(c, policy, iterations, out)
+    seen: list[set[tuple[str, int]]] = [set() for _ in range(c.n_hosts)]
+    deadline = time.monotonic() + limit
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        for i in range(c.n_hosts):
+            seen[i] |= c.listeners(i)
+        time.sleep(0.2)
+    logs = "\n".join(c.log(i)[-2000:] for i in range(c.n_hosts))
+    assert [p.poll() for p in procs] == [0] * c.n_hosts, logs
+    return seen
+
+
+def assert_own_listeners(c: Cluster, seen: list[set[tuple[str, int]]]) -> None:
+    """Every listener on the host's own address, except torchrun's store (node 0, --master-port)."""
+    assert ("*", 29500) in seen[0]
+    for i in range(c.n_hosts):
+        ours = {ip for ip, port in seen[i] if (ip, port) != ("*", 29500)}
+        assert ours == {c.address(i)}, seen
+
+
+def check_equals_loopback(c: Cluster, policy: dict, out: Path) -> None:
+    seen = run_watching_listeners(c, policy, ITER, out)
+    across = torch.load(out / "params.pt")
+    # The same run with spawned workers on loopback: the same envs per rank, the same arithmetic.
+    assert torch.equal(across, train(policy, ITER))
+    assert_own_listeners(c, seen)
 
 
 @pytest.mark.parametrize("name", list(POLICIES))
 def test_policy_across_three_hosts_equals_loopback(three_hosts, tmp_path, name):
-    c, policy = three_hosts, POLICIES[name]
-    procs = start_job(c, policy, ITER, tmp_path / "out")
-    seen: list[set[tuple[str, int]]] = [set() for _ in range(3)]
-    deadline = time.monotonic() + 150
-    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-        for i in range(3):
-            seen[i] |= c.listeners(i)
-        time.sleep(0.2)
-    assert [p.poll() for p in procs] == [0, 0, 0], "\n".join(c.log(i)[-2000:] for i in range(3))
-    across = torch.load(tmp_path / "out" / "params.pt")
-    # The same run with spawned workers on loopback: the same envs per rank, the same arithmetic.
-    assert torch.equal(across, train(policy, ITER))
-    # Every listener on the host's own address, except torchrun's store (node 0, --master-port).
-    assert ("*", 29500) in seen[0]
-    for i in range(3):
-        ours = {ip for ip, port in seen[i] if (ip, port) != ("*", 29500)}
-        assert ours == {c.address(i)}, seen
+    check_equals_loopback(three_hosts, POLICIES[name], tmp_path / "out")
+
+
+def test_multi_learner_across_four_hosts_equals_loopback(four_hosts, tmp_path):
+    check_equals_loopback(four_hosts, MULTI_LEARNER, tmp_path / "out")
+
+
+def test_async_actors_across_three_hosts(three_hosts, tmp_path):
+    """Asynchronous, so not compared bit for bit: it runs every iteration on every actor's batches
+    (one per actor per learner step: the whole pool's frames each iteration) and learns."""
+    c, out, iterations = three_hosts, tmp_path / "out", 6
+    policy = {"name": "async_actors", "actors": 2, "staleness": 8, "timeout": 60}
+    seen = run_watching_listeners(c, policy, iterations, out)
+    counts = json.loads((out / "counts.json").read_text())
+    frames_per_iteration = CFG["num_envs"] * CFG["steps"]
+    assert counts == {"frames": iterations * frames_per_iteration, "iterations": iterations}, counts
+    after = torch.load(out / "params.pt")
+    start = PPOFactory("CartPole-v1", CFG)()  # the weights every process starts from
+    initial = torch.cat([p.detach().reshape(-1) for p in start.parameters()])
+    assert after.shape == initial.shape and torch.isfinite(after).all()
+    assert not torch.equal(after, initial)
+    assert_own_listeners(c, seen)
 
 
 # -- host faults ------------------------------------------------------------------------------------

@@ -299,6 +299,21 @@ class ResumeRefused(ValueError):
     network shape, a damaged file, impossible counters); raised before training starts."""
 
 
+def _serves_as_worker(cfg: DictConfig) -> bool:
+    """Whether this process is a torchrun rank other than 0 of a distributed policy (a worker).
+
+    Example:
+        >>> from omegaconf import OmegaConf
+        >>> _serves_as_worker(OmegaConf.create({"policy": {"name": "local"}}))
+        False
+    """
+    from torchfrag.policies import as_policy
+    from torchfrag.runtime.launcher import torchrun_env
+
+    env = torchrun_env()
+    return env is not None and env["rank"] != 0 and as_policy(cfg.policy).distributed
+
+
 def _check_resume(cfg: DictConfig, path: str, ckpt: dict[str, Any]) -> None:
     """Refuses a checkpoint written for another env or algorithm (its saved config says), one
     without its config, and one whose ``iteration`` is negative or beyond its frames.
@@ -559,7 +574,13 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     from torchfrag.runtime.checkpoint import remove_partial_writes
 
     _check(cfg)
-    resume_path, ckpt = _load_resume(cfg) if cfg.resume else (None, None)
+    resume_path, ckpt = None, None
+    if cfg.resume and _serves_as_worker(cfg):
+        # The driver owns the training state and hands it to its workers; the checkpoint lives on
+        # the driver's host, so a worker node given the same command line does not look for it.
+        logger.info("resume=%s: this node serves as a worker; the driver resumes", cfg.resume)
+    elif cfg.resume:
+        resume_path, ckpt = _load_resume(cfg)
     if run_dir is None:
         from hydra.core.hydra_config import HydraConfig
 

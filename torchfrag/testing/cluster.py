@@ -305,7 +305,8 @@ class Cluster:
         return proc
 
     def torchrun(self, index: int, args: Sequence[str], master: int = 0, master_port: int = 29500,
-                 cwd: str | None = None, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+                 cwd: str | None = None, env: Mapping[str, str] | None = None,
+                 name: str | None = None) -> subprocess.Popen[bytes]:
         """Starts node ``index`` of a job of one node per host, with the README's command::
 
             torchrun --nnodes N --nproc-per-node 1 --node-rank <index> \\
@@ -318,14 +319,16 @@ class Cluster:
             master_port: torchrun's ``--master-port``.
             cwd: Working directory.
             env: Extra environment variables.
+            name: Log file stem (default ``node<index>``; give another to keep the log of an
+                earlier job on the same host, e.g. a restarted one).
 
         Returns:
-            torchrun's process; its output is in ``host<index>/node<index>.log``.
+            torchrun's process; its output is in ``host<index>/<name>.log``.
         """
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(self.n_hosts),
                "--nproc-per-node", "1", "--node-rank", str(index), "--master-addr", self.address(master),
                "--master-port", str(master_port), *args]
-        return self.run(index, cmd, name=f"node{index}", cwd=cwd, env=env)
+        return self.run(index, cmd, name=name or f"node{index}", cwd=cwd, env=env)
 
     def log(self, index: int, name: str | None = None) -> str:
         """The output of host ``index``'s process ``name`` (all of its logs when ``None``)."""

@@ -103,7 +103,8 @@ def _on_copies(modules: list[nn.Module], td: TensorDictBase) -> TensorDictBase |
                 td = module(td)
         return td
     except Exception as err:  # noqa: BLE001 - explained without these outputs, and said so
-        logger.debug("explain: %s did not run on fake data (%s)", [type(m).__name__ for m in modules], err)
+        logger.warning("explain: copies of %s did not run on the env's fake data (%s); the keys they "
+                       "add are not counted", [type(m).__name__ for m in modules], err)
         return None
 
 

@@ -475,11 +475,13 @@ DQN_CFG = {"num_envs": 4, "steps": 8, "updates": 2, "batch_size": 16, "learning_
     ("ppo", "actors"), ("ppo", {"name": "actors", "advantage": "actors"}),
     ("ppo", {"name": "async_actors", "staleness": 100}), ("ppo", "central_inference"), ("ppo", "data_parallel"),
     ("dqn", "data_parallel"),  # two optimizer steps an iteration, each all-reduced
+    ("ppo_obs_norm", "central_inference"),  # env-transform state to every env worker, deltas back
 ])
 def test_explain_bytes_match_measured(algo, policy):
     from torchfrag.policies.factory import AlgoFactory
 
-    f = AlgoFactory("CartPole-v1", PPO_CFG if algo == "ppo" else DQN_CFG, algo=algo)
+    cfg = {"ppo": PPO_CFG, "dqn": DQN_CFG, "ppo_obs_norm": {**PPO_CFG, "obs_norm": True}}[algo]
+    f = AlgoFactory("CartPole-v1", cfg, algo=algo.split("_")[0])
     loop = f()
     g = capture(loop)
     predicted = _explained_bytes(g, policy, 3)

@@ -132,12 +132,11 @@ def _fake_batch(graph: FragmentGraph, chain: list[str], steps: int) -> tuple[Ten
     return after, (before if changed else None)
 
 
-def _pickled(payload: Any, scale: float = 1.0) -> int:
-    """Bytes of ``payload`` pickled, with its tensor data scaled by ``scale`` (data grows, keys do not)."""
+def _overhead(payload: Any) -> int:
+    """Bytes pickling ``payload`` adds to its tensor data (keys, shapes, dtypes, containers)."""
     from torchfrag.runtime.comm import nbytes
 
-    data = nbytes(payload)
-    return len(pickle.dumps(payload)) - data + int(round(data * scale))
+    return len(pickle.dumps(payload)) - nbytes(payload)
 
 
 def _frames(graph: FragmentGraph, node: str, envs: int | None = None) -> tuple[int, int]:
@@ -182,7 +181,7 @@ def _replica_outputs(graph: FragmentGraph, world: int) -> Crossing:
     others = world - 1
     return Crossing(f"{getattr(src, 'name', 'output')}@replica[{others}]", "driver", "data",
                     f"the loop's output ({len(keys)} scalar(s) assumed)", others, 4 * len(keys) * others,
-                    others * _pickled(fake))
+                    4 * len(keys) * others + others * _overhead(fake))
 
 
 def _actor_envs(placement: Placement, node: str) -> tuple[int, int]:
@@ -211,10 +210,9 @@ def _replicated_rollout_crossings(placement: Placement) -> list[Crossing]:
                   else (None, None))
     from torchfrag.runtime.comm import nbytes
 
-    # The fake batch holds one env: an actor's holds frames / n_act / steps of them.
-    scale = frames / n_act / steps
+    # The fake batch holds one env for every step: the actors' hold frames / steps envs.
     data = int(round((nbytes(batch) + nbytes(raw)) * frames / steps)) if batch is not None else 0
-    pickled = n_act * _pickled((batch, 0, raw, []), scale) if batch is not None else 0
+    pickled = data + n_act * _overhead((batch, 0, raw, [])) if batch is not None else 0
     made = nbytes(produced) * n_act
     consumers = sorted({e.dst for e in graph.edges if e.src in chain and e.dst not in chain})
     what = "batch" + (f" (after {', '.join(chain[1:])})" if len(chain) > 1 else "")
@@ -225,7 +223,7 @@ def _replicated_rollout_crossings(placement: Placement) -> list[Crossing]:
         holders = [c for c, p in zip(chain, produced) if p]
         out.append(Crossing(f"{', '.join(holders)}@{where}", f"{', '.join(holders)}@learner", "merge",
                             "produced state merged back (running statistics)", 0, made,
-                            n_act * _pickled(produced)))
+                            made + n_act * _overhead(produced)))
     out.append(_state_crossing(placement, chain, where, n_act))
     if placement.kind == "replicated_learners":
         learners = placement.workers("learner")
@@ -251,7 +249,7 @@ def _state_crossing(placement: Placement, chain: list[str], where: str, n_act: i
         once = state * n_act * int(getattr(policy, "prefetch", 1))
     return Crossing(src, f"{', '.join(chain)}@{where}", "state",
                     f"{n_tensors} tensors: parameters, buffers, produced state (every {every} it.)",
-                    0, state * n_act // every, n_act * _pickled((packed, 0)) // every, once)
+                    0, state * n_act // every, (state + _overhead((packed, 0))) * n_act // every, once)
 
 
 def _env_call_crossings(placement: Placement) -> list[Crossing]:
@@ -270,16 +268,15 @@ def _env_call_crossings(placement: Placement) -> list[Crossing]:
     acted = carry if acted is None else acted
     transition = acted.clone(False).set("next", fake.get("next"))
     produced = list(frag.produced_state().values())
-    sent = nbytes(acted) + nbytes(produced)
-    back = nbytes(transition) + nbytes(acted) + nbytes(produced)
-    reset = nbytes(carry.exclude(*frag.env.action_keys)) + nbytes(produced)  # the first carry
-    per_worker = 1.0 / n_env
-    out_pickled = n_env * _pickled((acted, produced or None), per_worker)
-    back_pickled = n_env * _pickled(((transition, acted), produced or None), per_worker)
+    state = nbytes(produced) * n_env  # every worker gets the driver's state and sends its delta back
+    sent = nbytes(acted) + state
+    back = nbytes(transition) + nbytes(acted) + state
+    reset = nbytes(carry.exclude(*frag.env.action_keys)) + state  # the first carry
+    sent_pickled = sent + n_env * _overhead((acted, produced or None))
+    back_pickled = back + n_env * _overhead(((transition, acted), produced or None))
     return [
         Crossing(f"{node}.act@learner", f"{node}.env_step@{role}[{n_env}]", "data",
-                 "carry + action (per step)", n_env * steps, sent * steps, out_pickled * steps,
-                 nbytes(produced) * n_env),
+                 "carry + action (per step)", n_env * steps, sent * steps, sent_pickled * steps, state),
         Crossing(f"{node}.env_step@{role}[{n_env}]", f"{node}.act@learner", "data",
                  "transition + next carry (per step)", 0, back * steps, back_pickled * steps, reset),
     ]

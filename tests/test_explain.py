@@ -182,3 +182,16 @@ def test_pickled_bytes_reported_beside_tensor_bytes():
         # Keys, shapes and containers around the tensors: pickles are larger, never smaller.
         assert data and all(c.pickled > c.bytes > 0 for c in data)
     loop.close()
+
+
+def test_undeclared_optimizer_steps_are_assumed_and_said():
+    loop = NormQFactory()()
+    loop.learn = QLearn(loop.qnet, updates=UPDATES)  # the same learner, declaring nothing
+    g = capture(loop)
+    (grad,) = [c for c in crossings(as_policy("data_parallel").place(g)) if c.kind == "gradients"]
+    assert grad.calls == 1 and "assumed: declare optimizer_steps(frames)" in grad.what
+    declared = NormQFactory()()
+    (grad4,) = [c for c in crossings(as_policy("data_parallel").place(capture(declared)))
+                if c.kind == "gradients"]
+    assert grad4.calls == UPDATES and grad4.bytes == UPDATES * grad.bytes
+    loop.close(), declared.close()

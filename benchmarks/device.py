@@ -457,7 +457,7 @@ def ppo_halfcheetah_warp(device: str = "cuda", cfg: dict[str, Any] | None = None
     env = _warp_halfcheetah_env(conf.num_envs, seed, dev, obs_norm=conf.obs_norm)
     actor, critic = make_actor_critic(env, conf.hidden)
     loop = PPOLoop(env, actor, critic, conf)
-    iterations = max(1, conf.total_frames // conf.frames_per_iteration)
+    iterations = conf.iterations
     marks: list[float] = []
     t0 = time.perf_counter()
 

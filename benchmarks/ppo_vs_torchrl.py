@@ -76,7 +76,7 @@ def torchrl_side(cfg: PPOConfig, iterations: int, parallel: bool):
                        normalize_advantage=True)
     optim = torch.optim.Adam(loss.parameters(), lr=cfg.lr, eps=1e-5)
     it = iter(collector)
-    total_iters = max(1, cfg.total_frames // frames_per_batch)
+    total_iters = cfg.iterations  # the same schedule as the torchfrag side
     state = {"i": 0}
     num_mb = frames_per_batch // cfg.minibatch_size
 

@@ -311,7 +311,7 @@ def torchfrag_worker(overrides: list[str]) -> None:
     pcfg = factory.config()
     loop = factory()
     rollout = env_fragment(loop)
-    iterations = max(1, -(-int(pcfg.total_frames) // int(pcfg.frames_per_iteration)))
+    iterations = pcfg.iterations
 
     def hook(i: int, metrics: Any, graph: Any) -> bool:
         ep = rollout.stats.pop()

@@ -59,7 +59,7 @@ def learn_until(name: str, env_id: str, cfg: dict, threshold: float, every: int,
     # Distributed policies build the loop on their workers from a picklable factory, and
     # frames are collected there: count iterations on the driver.
     factory = make_factory(name, env_id, cfg, seed=seed) if policy != "local" else None
-    max_iters = math.ceil(loop.cfg.total_frames / loop.cfg.frames_per_iteration)
+    max_iters = loop.cfg.iterations
     best = {"eval": -float("inf"), "iters": 0}
     t0 = time.perf_counter()
 

@@ -453,41 +453,41 @@ def test_factory_contract_refused_before_any_process(factory, match, policy):
 
 # ------------------------------------------------------------------------------------------
 # explain's bytes against the executor's counters
-def _explained_bytes(graph, policy) -> float:
+def _explained_bytes(graph, policy, iterations: int) -> int:
     from torchfrag.policies import crossings
 
-    pl = as_policy(policy).place(graph)
-    cross = crossings(pl)
-    if pl.kind == "replicated_loop":  # ring all-reduce traffic vs the tensor bytes reduced
-        world = pl.workers("replica")
-        return sum(c.bytes for c in cross) * world / (2 * (world - 1))
-    return float(sum(c.bytes for c in cross))
+    cross = crossings(as_policy(policy).place(graph))
+    return iterations * sum(c.bytes for c in cross) + sum(c.once for c in cross)
 
 
-def _measured_bytes(res) -> float:
-    comm = res.extra["comm"]
-    return float(comm["allreduce_bytes"]) if "allreduce_bytes" in comm else float(comm["bytes"])
+def _measured_bytes(res) -> int:
+    """RPC tensor bytes both ways, and the gradient bytes each rank all-reduced."""
+    total = res.extra["comm_total"]
+    reduced = res.extra["comm"].get("allreduce_bytes", 0.0) * res.iterations
+    return total.bytes_sent + total.bytes_received + int(round(reduced))
 
 
-@pytest.mark.parametrize("policy", ["actors", {"name": "actors", "advantage": "actors"}, "async_actors",
-                                    "central_inference", "data_parallel"])
-def test_explain_bytes_match_measured(policy):
-    cfg = {"num_envs": 4, "steps": 16, "minibatch_size": 32, "epochs": 2, "reward_scale": 0.1}
-    f = PPOFactory("CartPole-v1", cfg)
+PPO_CFG = {"num_envs": 4, "steps": 16, "minibatch_size": 32, "epochs": 2, "reward_scale": 0.1}
+DQN_CFG = {"num_envs": 4, "steps": 8, "updates": 2, "batch_size": 16, "learning_starts": 64}
+
+
+@pytest.mark.parametrize("algo, policy", [
+    ("ppo", "actors"), ("ppo", {"name": "actors", "advantage": "actors"}),
+    ("ppo", {"name": "async_actors", "staleness": 100}), ("ppo", "central_inference"), ("ppo", "data_parallel"),
+    ("dqn", "data_parallel"),  # two optimizer steps an iteration, each all-reduced
+    ("ppo_obs_norm", "central_inference"),  # env-transform state to every env worker, deltas back
+])
+def test_explain_bytes_match_measured(algo, policy):
+    from torchfrag.policies.factory import AlgoFactory
+
+    cfg = {"ppo": PPO_CFG, "dqn": DQN_CFG, "ppo_obs_norm": {**PPO_CFG, "obs_norm": True}}[algo]
+    f = AlgoFactory("CartPole-v1", cfg, algo=algo.split("_")[0])
     loop = f()
     g = capture(loop)
-    predicted = _explained_bytes(g, policy)
-    if as_policy(policy).name == "async_actors":
-        # Steady state: the first iteration also sends the prefetched requests.
-        a = run(g, policy, iterations=2, factory=f).extra["comm_total"]
-        loop.close()
-        loop = f()
-        b = run(capture(loop), policy, iterations=5, factory=f).extra["comm_total"]
-        measured = ((b.bytes_sent + b.bytes_received) - (a.bytes_sent + a.bytes_received)) / 3
-    else:
-        measured = _measured_bytes(run(g, policy, iterations=3, factory=f))
+    predicted = _explained_bytes(g, policy, 3)
+    res = run(g, policy, iterations=3, factory=f)
     assert wait_no_children() == []
-    assert abs(predicted - measured) <= 0.1 * measured, (predicted, measured)
+    assert _measured_bytes(res) == predicted
     loop.close()
 
 

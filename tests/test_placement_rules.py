@@ -73,7 +73,8 @@ def test_pick_first_keeps_the_evaluation_rollout_on_the_learner():
     roles = as_policy({"name": "actors", "placement": {"evaluate": "actor"}}).place(g).roles
     assert roles["evaluate"] == "actor" and roles["rollout"] == "learner"
     # a rule putting both rollouts on the actors is refused, naming what it got
-    with pytest.raises(PolicyError, match="the actors run the rollout"):
+    with pytest.raises(PolicyError, match=r"rollouts \['rollout', 'evaluate'\] on the workers.*"
+                                          r"placement: \{evaluate: learner\}"):
         as_policy({"name": "actors", "rules": [{"tag": "rollout", "role": "actor"}]}).place(g)
     loop.close()
 

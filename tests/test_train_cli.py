@@ -167,3 +167,42 @@ def test_multirun(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     seeds = sorted(json.loads((sweep / str(i) / "summary.json").read_text())["seed"] for i in (0, 1))
     assert seeds == [0, 1]
+
+
+def test_default_ppo_runs_as_many_iterations_as_it_anneals_over(tmp_path, monkeypatch):
+    """Issue 25 item 5: one conversion of total_frames into iterations (it was 391 run, 390 annealed)."""
+    import torchfrag.runtime as runtime
+    from torchfrag.runtime import RunResult
+
+    seen = {}
+
+    def record(graph, policy="local", iterations=1, **kwargs):
+        learn = graph.fragment("learn")
+        seen.update(run=iterations, anneal=learn.anneal_steps, fpi=graph.loop.cfg.frames_per_iteration)
+        return RunResult(graph, 0)
+
+    monkeypatch.setattr(runtime, "run", record)
+    cfg = compose_config(["eval_episodes=0", "plot=false", "progress=false"])
+    train(cfg, run_dir=str(tmp_path / "default"))
+    total = int(cfg.algo.total_frames)
+    assert seen["run"] == seen["anneal"], seen
+    assert (seen["run"] - 1) * seen["fpi"] < total <= seen["run"] * seen["fpi"]
+
+
+def test_learning_rate_reaches_zero_on_the_last_iteration(tmp_path, monkeypatch):
+    """A total_frames that is not a multiple of an iteration's frames: the schedule ends with the run."""
+    from torchfrag.algos.ppo import PPOLoop
+
+    loops = []
+    original = PPOLoop.__init__
+
+    def keep(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        loops.append(self)
+
+    monkeypatch.setattr(PPOLoop, "__init__", keep)
+    out = train(compose_config([*FAST, "algo.total_frames=600", "algo.anneal_lr=true", "eval_episodes=0",
+                                "plot=false"]), run_dir=str(tmp_path / "short"))
+    assert out["iterations"] == 3 and out["frames"] == 3 * 4 * 64
+    lrs = [g["lr"] for g in loops[0].learn.optimizer.param_groups]
+    assert lrs == [0.0] * len(lrs)

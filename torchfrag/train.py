@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import math
 import os
 import time
 from collections import deque
@@ -599,7 +598,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     loop = factory()
     rollout = env_fragment(loop)
     graph = capture(loop)
-    iterations = max(1, math.ceil(pcfg.total_frames / pcfg.frames_per_iteration))
+    iterations = pcfg.iterations
     start = 0
     curve: list[tuple[int, float]] = []
     if ckpt is not None:

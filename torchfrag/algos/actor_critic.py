@@ -80,7 +80,7 @@ def actor_critic_learn(actor: ProbabilisticActor, critic: ValueOperator, cfg: Ac
         opt = torch.optim.Adam(loss.parameters(), lr=cfg.lr, eps=1e-5)
     else:
         raise ValueError(f"optimizer must be 'adam' or 'rmsprop', got {cfg.optimizer!r}")
-    iterations = max(1, cfg.total_frames // cfg.frames_per_iteration)
+    iterations = cfg.iterations
     return Learn(
         loss, opt, epochs=1, max_grad_norm=cfg.max_grad_norm,
         anneal_steps=iterations if cfg.anneal_lr else None,

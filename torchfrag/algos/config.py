@@ -4,7 +4,9 @@ A config is a plain dataclass; Hydra's YAML (``conf/algo/<name>.yaml``) only
 overrides some of its fields. :class:`AlgoConfig` gives every config the same
 protocol: built from a mapping (ignoring keys that are not fields, such as
 Hydra's ``name`` or ``_target_``), turned back into a plain dict (picklable,
-for worker factories), and ``frames_per_iteration``.
+for worker factories), ``frames_per_iteration`` and ``iterations``: the one conversion of
+``total_frames`` into iterations (:func:`iterations_for`), used by the training loop and by
+every schedule that anneals over the run.
 
 Example:
     >>> from dataclasses import dataclass
@@ -15,6 +17,8 @@ Example:
     >>> cfg = MyConfig.from_dict({"lr": 0.1, "name": "mine", "num_envs": 4})
     >>> cfg.lr, cfg.num_envs, cfg.frames_per_iteration
     (0.1, 4, 512)
+    >>> MyConfig(num_envs=8, steps=32, total_frames=100_000).iterations  # 100k frames: 390.6 -> 391
+    391
 """
 from __future__ import annotations
 
@@ -22,7 +26,29 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
-__all__ = ["AlgoConfig"]
+__all__ = ["AlgoConfig", "iterations_for"]
+
+
+def iterations_for(total_frames: int, frames_per_iteration: int) -> int:
+    """Iterations of a run of ``total_frames`` frames: the one conversion, everywhere.
+
+    Rounded up, so a run collects at least ``total_frames`` frames and a schedule annealed
+    over this many iterations ends exactly at the run's last iteration; at least 1.
+
+    Args:
+        total_frames: Training length in frames.
+        frames_per_iteration: Frames one iteration collects.
+
+    Raises:
+        ValueError: ``frames_per_iteration`` is not positive.
+
+    Example:
+        >>> iterations_for(100_000, 256), iterations_for(512, 256), iterations_for(0, 256)
+        (391, 2, 1)
+    """
+    if int(frames_per_iteration) <= 0:
+        raise ValueError(f"frames_per_iteration must be > 0, got {frames_per_iteration!r}")
+    return max(1, -(-int(total_frames) // int(frames_per_iteration)))
 
 
 @dataclass
@@ -72,6 +98,11 @@ class AlgoConfig:
     def frames_per_iteration(self) -> int:
         """``num_envs * steps``."""
         return int(self.num_envs) * int(self.steps)
+
+    @property
+    def iterations(self) -> int:
+        """Iterations of the whole run: :func:`iterations_for` of ``total_frames``."""
+        return iterations_for(self.total_frames, self.frames_per_iteration)
 
     def validate(self, prefix: str = "algo.") -> None:
         """Refuses values no training can use, naming the key, the value and what is allowed.

@@ -171,7 +171,7 @@ class PPOLoop(LoopBase):
                                 entropy_coef=cfg.entropy_coef, critic_coef=cfg.critic_coef,
                                 loss_critic_type=cfg.loss_critic_type,
                                 normalize_advantage=cfg.normalize_advantage)
-        iterations = max(1, cfg.total_frames // cfg.frames_per_iteration)
+        iterations = cfg.iterations
         # fused: one kernel steps every parameter (~0.35 ms -> ~0.05 ms a minibatch on MuJoCo's MLPs)
         optimizer = torch.optim.Adam(loss.parameters(), lr=cfg.lr, eps=1e-5, fused=True)
         self.learn = Learn(

@@ -179,6 +179,10 @@ class QLearn(Fragment):
         self.calls = 0
         self.steps = 0  # gradient steps so far (the target copy's clock)
 
+    def optimizer_steps(self, frames: int) -> int | None:
+        """``updates``: one gradient step per minibatch of the replay sample, whatever ``frames``."""
+        return self.updates
+
     def describe(self) -> str:
         return f"QLearn({'double ' if self.double_dqn else ''}DQN, {self.updates}x{self.batch_size})"
 

@@ -251,6 +251,16 @@ class Fragment(TensorDictModuleBase):
         if replicas:
             self.load_produced_state(merge_states(base, replicas))
 
+    def optimizer_steps(self, frames: int) -> int | None:
+        """Optimizer steps one call takes when its loop collects ``frames`` frames an iteration.
+
+        What :func:`~torchfrag.policies.explain` multiplies the gradient all-reduce by; a
+        learner that steps several times per call (epochs of minibatches, ``updates``
+        gradient steps on a replay sample) says how many. ``None`` (the default): not
+        declared, counted as one.
+        """
+        return None
+
     def has_gradient_sync(self) -> bool:
         """Whether :meth:`install_gradient_sync` works (the default needs an ``optimizer`` attribute)."""
         return isinstance(getattr(self, "optimizer", None), torch.optim.Optimizer)

@@ -131,6 +131,12 @@ class Learn(Fragment):
     def describe(self) -> str:
         return f"Learn({type(self.loss).__name__})"
 
+    def optimizer_steps(self, frames: int) -> int | None:
+        """``epochs`` times the whole minibatches of ``frames`` (the short tail is dropped)."""
+        if frames <= 0:
+            return None
+        return int(self.epochs) * (frames // self._minibatch(frames))
+
     def _minibatch(self, n: int) -> int:
         if self.minibatch_size is not None:
             return min(int(self.minibatch_size), n)

@@ -316,9 +316,17 @@ def _one_rollout(policy: Policy, graph: FragmentGraph, finder: Any = rollout_nod
     pinned = [n for n in found
               if policy.placement.get(n, policy.placement.get(graph.node(n).target)) not in (None, "learner")]
     if len(pinned) > 1:
-        raise PolicyError(f"policy {policy.name}: placement puts several rollouts {pinned} on workers; "
-                          "one rollout is replicated, the others run on the learner")
+        raise several_rollouts(policy, pinned)
     return pinned[0] if pinned else found[0]
+
+
+def several_rollouts(policy: Policy, rollouts: list[str]) -> PolicyError:
+    """The refusal of a placement that puts several rollouts on one replicated role."""
+    keep = ", ".join(f"{n}: learner" for n in rollouts[1:])
+    return PolicyError(
+        f"policy {policy.name}: the placement puts the rollouts {rollouts} on the workers; the workers "
+        f"replicate one rollout (and the chain after it) and every other rollout runs on the learner: "
+        f"place one of them, e.g. placement: {{{keep}}}")
 
 
 @register_policy
@@ -418,6 +426,8 @@ def check_actor_chain(policy: Policy, graph: FragmentGraph, placement: Placement
     first = _one_rollout(policy, graph)
     on_actors = placement.nodes_of("actor")
     placed = [n for n in on_actors if n in rollout_nodes(graph)]
+    if len(placed) > 1:
+        raise several_rollouts(policy, placed)
     rollout = placed[0] if placed else first
     chain = [rollout, *per_env_chain(graph, rollout, per_env_only=False)]
     if len(placed) != 1 or on_actors != chain[:len(on_actors)]:

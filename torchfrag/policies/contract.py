@@ -5,7 +5,8 @@ picklable factory: ``factory(env_slice)`` with an
 :class:`~torchfrag.policies.factory.EnvSlice` (or ``None`` for the whole loop) must
 return the same loop with only the slice's envs. :func:`check_factory` calls the
 factory once on the driver with the first worker's slice and checks that it takes
-the argument and that the env count of the rollout equals the slice's.
+the argument and that the env count of the rollout the workers run (the placed one, which
+need not be the loop's first: :func:`sliced_rollout`) equals the slice's.
 
 Example:
     >>> from torchfrag.policies.contract import accepts_env_slice
@@ -24,7 +25,7 @@ from torchfrag.policies.base import Placement, PolicyError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["accepts_env_slice", "check_factory", "first_slice"]
+__all__ = ["accepts_env_slice", "check_factory", "first_slice", "sliced_rollout"]
 
 
 def accepts_env_slice(factory: Any) -> bool:
@@ -67,23 +68,38 @@ def first_slice(placement: Placement, total: int) -> Any:
     return None
 
 
-def _env_count(loop: Any) -> int | None:
-    graph = capture(loop)
-    for n in graph.nodes:
-        if getattr(n.module, "role", None) == "rollout":
-            env = getattr(n.module, "env", None)
-            if env is not None:
-                return int(env.batch_size.numel())
-    return None
+def sliced_rollout(placement: Placement) -> str | None:
+    """The rollout node whose envs the workers' slices divide (``None``: no worker steps an env).
+
+    The rollout a worker role holds, else the one whose env step a role holds (central
+    inference), else, for a replicated loop, the loop's first rollout with an env. An evaluation
+    rollout left on the driver is never the one sliced.
+    """
+    from torchfrag.policies.base import rollout_nodes
+
+    graph = placement.graph
+    with_env = [n for n in rollout_nodes(graph) if getattr(graph.fragment(n), "env", None) is not None]
+    placed = [n for n, r in placement.roles.items() if r != "learner"] + list(placement.env_split)
+    found = [n for n in placed if n in with_env]
+    if found:
+        return found[0]
+    return with_env[0] if with_env and placed else None
 
 
-def check_factory(factory: Any, placement: Placement, total: int | None) -> None:
+def _env_count(loop: Any, node: str) -> int | None:
+    env = getattr(capture(loop).fragment(node), "env", None)
+    return None if env is None else int(env.batch_size.numel())
+
+
+def check_factory(factory: Any, placement: Placement, total: int | None, node: str | None = None) -> None:
     """Raises :class:`PolicyError` when ``factory`` breaks the contract (see the module docstring).
 
     Args:
         factory: The run's loop factory.
         placement: The placement (its kind says which slice the first worker gets).
-        total: Envs of the driver's loop (``None``: no env to slice; only the signature is checked).
+        total: Envs of the driver's rollout ``node`` (``None``: no env to slice; only the
+            signature is checked).
+        node: The rollout the workers' slices divide (:func:`sliced_rollout` when ``None``).
     """
     name = placement.policy.name
     if not accepts_env_slice(factory):
@@ -94,7 +110,8 @@ def check_factory(factory: Any, placement: Placement, total: int | None) -> None
     if total is None:
         return
     sl = first_slice(placement, total)
-    if sl is None:
+    node = node or sliced_rollout(placement)
+    if sl is None or node is None:
         return
     try:
         loop = factory(sl)
@@ -102,7 +119,7 @@ def check_factory(factory: Any, placement: Placement, total: int | None) -> None
         raise PolicyError(f"policy {name}: the loop factory failed when called with {sl} ({err!r}); "
                           "it must build the loop for that env slice") from None
     try:
-        got = _env_count(loop)
+        got = _env_count(loop, node)
     finally:
         close = getattr(loop, "close", None)
         if callable(close):
@@ -111,5 +128,5 @@ def check_factory(factory: Any, placement: Placement, total: int | None) -> None
     if got is not None and got != sl.count:
         raise PolicyError(
             f"policy {name}: the loop factory ignores its env slice: called with {sl} it built "
-            f"a rollout over {got} envs, not {sl.count}; build env_slice.count envs (seeded with "
+            f"rollout {node!r} over {got} envs, not {sl.count}; build env_slice.count envs (seeded with "
             "torchfrag.policies.factory.slice_seeds(seed, env_slice)) when env_slice is given")

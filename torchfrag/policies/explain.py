@@ -1,5 +1,11 @@
 """``explain(graph, policy)``: which fragment runs where, what crosses between processes.
 
+The bytes are exact: they equal what the runtime counts (RPC tensors both ways, each rank's
+all-reduced gradients), per iteration plus what is sent once at the first; the pickled size of
+every payload is reported beside them. Explaining is pure: the sizes come from the env specs,
+the state's tensors and deep copies of the fragments run on fake data, so no fragment, buffer
+or random stream of the user's loop changes.
+
 Example:
     >>> from torchfrag.graph import capture
     >>> from torchfrag.policies import explain
@@ -12,17 +18,26 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
+import copy
 import logging
+import pickle
+import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
+from tensordict import TensorDictBase
 from torch import nn
 
 from torchfrag.graph import FragmentGraph
 from torchfrag.policies.base import Placement, Policy, as_policy
 
 logger = logging.getLogger(__name__)
+
+_REWARD = ("next", "reward")
 
 __all__ = ["explain", "Crossing", "crossings"]
 
@@ -34,10 +49,17 @@ class Crossing:
     Attributes:
         src: Producer (``"<node>@<role>"``).
         dst: Consumer.
-        kind: ``data``, ``weights`` or ``gradients``.
+        kind: ``data``, ``state``, ``merge`` or ``gradients``.
         what: What travels (keys, parameter count).
         calls: RPC calls (or collectives) per iteration.
-        bytes: Bytes per iteration (estimated from the specs and parameter sizes).
+        bytes: Tensor bytes per iteration: what the runtime's counters count
+            (:class:`~torchfrag.runtime.comm.CommStats` for RPC, the all-reduced gradient
+            bytes of each rank for collectives).
+        pickled: Bytes of the pickled payloads per iteration (tensor data plus the keys,
+            shapes and containers around it); for a collective, the traffic of each rank in
+            a ring all-reduce (``2 * (world - 1) / world`` times ``bytes``).
+        once: Tensor bytes sent once, at the first iteration only (the first reset of
+            remote envs, the requests an asynchronous policy keeps in flight).
     """
 
     src: str
@@ -46,37 +68,75 @@ class Crossing:
     what: str
     calls: int
     bytes: int
+    pickled: int = 0
+    once: int = 0
 
 
 def _tensor_bytes(tensors: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _step_bytes(rollout: nn.Module) -> tuple[int, int, int]:
-    """Bytes per env per step of: a transition, the carry into a step, the carry out.
-
-    The act runs once on the env's fake data to learn its outputs' sizes, inside
-    :func:`torch.random.fork_rng` and without gradients, so no random stream moves.
-    """
-    from tensordict import TensorDict
-
-    env = rollout.env
-    n = int(env.batch_size.numel())
-    fake = env.fake_tensordict()
-    carry_in = fake.exclude("next")
+@contextlib.contextmanager
+def _untouched_random_streams() -> Iterator[None]:
+    """Every random stream is restored on exit: torch's (CPU and initialised CUDA devices),
+    Python's and NumPy's; gradients are off inside."""
+    py_state = random.getstate()
+    np_state = np.random.get_state()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
     try:
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            carry_in = rollout.body.act(carry_in.clone())
-    except Exception:  # noqa: BLE001 - the estimate then ignores the act's extra outputs
-        pass
-    tr = carry_in.clone(False)
-    tr.set("next", fake.get("next"))
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            yield
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
 
-    def size(td: TensorDict) -> int:
-        return sum(v.numel() * v.element_size() for v in td.values(True, True))
 
-    carry_out = fake.get("next").exclude("reward")
-    return size(tr) // n, size(carry_in) // n, (size(carry_out) + size(carry_in.select(*env.action_keys))) // n
+def _on_copies(modules: list[nn.Module], td: TensorDictBase) -> TensorDictBase | None:
+    """``td`` through deep copies of ``modules`` in turn (``None`` when one cannot run on fake data).
+
+    The user's modules are never called: a buffer a ``forward`` updates (a running
+    normaliser, a counter) changes only in the copy, and every random stream is restored.
+    """
+    try:
+        with _untouched_random_streams():
+            for module in copy.deepcopy(modules):
+                td = module(td)
+        return td
+    except Exception as err:  # noqa: BLE001 - explained without these outputs, and said so
+        logger.warning("explain: copies of %s did not run on the env's fake data (%s); the keys they "
+                       "add are not counted", [type(m).__name__ for m in modules], err)
+        return None
+
+
+def _fake_batch(graph: FragmentGraph, chain: list[str], steps: int) -> tuple[TensorDictBase, Any]:
+    """A batch of one env and ``steps`` steps shaped as the rollout ``chain[0]`` returns it after
+    ``chain``, built from the env's specs and copies of the fragments; and its raw reward.
+
+    Every entry of a TensorDict has its batch dims, so the bytes of ``E`` envs are ``E`` times
+    these. The raw reward is the rollout's ``("next", "reward")`` when a later fragment of the
+    chain replaced it (the actors then send both), else ``None``.
+    """
+    rollout = graph.fragment(chain[0])
+    fake = rollout.env.fake_tensordict()
+    carry = fake.exclude("next")
+    acted = _on_copies([rollout.body.act], carry.clone())
+    step = (carry if acted is None else acted).clone(False)
+    step.set("next", fake.get("next"))
+    batch = step.reshape(-1)[:1].unsqueeze(-1).expand(1, steps).clone()
+    before = batch.get(_REWARD, None)
+    after = _on_copies([graph.fragment(n) for n in chain[1:]], batch) if len(chain) > 1 else batch
+    if after is None:
+        return batch, None
+    reward = after.get(_REWARD, None)
+    changed = before is not None and (reward is None or reward.data_ptr() != before.data_ptr())
+    return after, (before if changed else None)
+
+
+def _overhead(payload: Any) -> int:
+    """Bytes pickling ``payload`` adds to its tensor data (keys, shapes, dtypes, containers)."""
+    from torchfrag.runtime.comm import nbytes
+
+    return len(pickle.dumps(payload)) - nbytes(payload)
 
 
 def _frames(graph: FragmentGraph, node: str, envs: int | None = None) -> tuple[int, int]:
@@ -92,75 +152,143 @@ def crossings(placement: Placement) -> list[Crossing]:
 
     Chosen by :attr:`~torchfrag.policies.Placement.kind` (never by the policy's name), so a
     user policy is explained like the shipped ones. A batch leaving the workers is
-    counted once, whatever number of fragments consume it.
+    counted once, whatever number of fragments consume it. Computed from the specs, the
+    state's tensors and deep copies of the fragments: explaining changes no fragment,
+    buffer or random stream.
     """
-    policy, graph = placement.policy, placement.graph
-    out: list[Crossing] = []
     kind = placement.kind
     if kind in ("replicated_rollout", "async_replicated_rollout", "replicated_learners"):
-        chain = [n for n, r in placement.roles.items() if r != "learner"]
-        role = placement.roles[chain[0]]
-        node = chain[0]
-        frag = graph.fragment(node)
-        n_act = placement.workers(role)
-        learners = placement.workers("learner")  # every learner (the driver's and the others) has actors
-        per_actor = getattr(policy, "envs_per_actor", None)
-        envs, steps = _frames(graph, node, None if per_actor is None else int(per_actor) * n_act)
-        if per_actor is None:
-            envs *= learners
-        frames = envs * steps
-        batch = _step_bytes(frag)[0] * frames if getattr(frag, "env", None) is not None else 0
-        added = 0
-        rewrites_reward = False
-        for later in chain[1:]:
-            f = graph.fragment(later)
-            for k in f.out_keys:
-                if k == ("next", "reward"):
-                    rewrites_reward = True
-                else:
-                    added += 1
-        batch += 4 * added * frames + (4 * frames if rewrites_reward else 0)  # + the raw reward
-        consumers = sorted({e.dst for e in graph.edges if e.src in chain and e.dst not in chain})
-        where = f"{role}[{n_act}]"
-        out.append(Crossing(f"{chain[-1]}@{where}", ", ".join(f"{c}@learner" for c in consumers) or "learner",
-                            "data", "batch" + (f" (after {', '.join(chain[1:])})" if len(chain) > 1 else ""),
-                            n_act, batch))
-        every = int(getattr(policy, "sync_every", 1))
-        state = sum(_tensor_bytes(graph.fragment(c).shared_state().values()) for c in chain)
-        n_tensors = sum(len(graph.fragment(c).shared_state()) for c in chain)
-        owners = sorted({s.src for s in graph.shared if s.kind == "weights" and s.dst in chain
-                         and s.src not in chain}) or ["learner"]
-        out.append(Crossing(f"{', '.join(owners)}@learner", f"{', '.join(chain)}@{where}", "state",
-                            f"{n_tensors} tensors: parameters, buffers, produced state (every {every} it.)",
-                            0, state * n_act // every))
-        produced = sum(_tensor_bytes(graph.fragment(c).produced_state().values()) for c in chain)
-        if produced:
-            out.append(Crossing(f"{node}@{where}", f"{node}@learner", "merge",
-                                "produced state merged back (running statistics)", 0, produced * n_act))
-        if kind == "replicated_learners":
-            out.extend(_gradient_crossings(graph, f"learner[{learners}]", learners))
-    elif kind == "env_calls":
-        node = next(iter(placement.env_split))
-        role = placement.env_split[node]
-        frag = graph.fragment(node)
-        n_env = placement.workers(role)
-        total, steps = _frames(graph, node)
-        tr, cin, _cout = _step_bytes(frag)
-        out.append(Crossing(f"{node}.act@learner", f"{node}.env_step@{role}[{n_env}]", "data",
-                            "carry + action (per step)", n_env * steps, cin * total * steps))
-        out.append(Crossing(f"{node}.env_step@{role}[{n_env}]", f"{node}.act@learner", "data",
-                            "transition + next carry (per step)", 0, (tr + cin) * total * steps))
-    elif kind == "replicated_loop":
+        return _replicated_rollout_crossings(placement)
+    if kind == "env_calls":
+        return _env_call_crossings(placement)
+    if kind == "replicated_loop":
         world = placement.workers(next(iter(placement.roles.values())))
-        out.extend(_gradient_crossings(graph, f"replica[{world}]", world))
+        return [*_gradient_crossings(placement.graph, f"replica[{world}]", world),
+                _replica_outputs(placement.graph, world)]
+    return []
+
+
+def _replica_outputs(graph: FragmentGraph, world: int) -> Crossing:
+    """Every other replica's output (the loop's metrics) returned to the driver each iteration.
+
+    The output's sizes are not in any spec: it is counted as one float32 scalar per key of the
+    fragment that returns it (a learner's metrics).
+    """
+    out = next(n for n in graph.module.graph.nodes if n.op == "output")
+    src = out.args[0]
+    keys = graph.fragment(src.name).out_keys if getattr(src, "op", None) == "call_module" else []
+    fake = {str(k): torch.zeros((), dtype=torch.float32) for k in keys}
+    others = world - 1
+    return Crossing(f"{getattr(src, 'name', 'output')}@replica[{others}]", "driver", "data",
+                    f"the loop's output ({len(keys)} scalar(s) assumed)", others, 4 * len(keys) * others,
+                    4 * len(keys) * others + others * _overhead(fake))
+
+
+def _actor_envs(placement: Placement, node: str) -> tuple[int, int]:
+    """``(actors, envs over them)`` of the rollout ``node``: every learner has its own actors."""
+    policy, graph = placement.policy, placement.graph
+    n_act = placement.workers(placement.roles[node])
+    per_actor = getattr(policy, "envs_per_actor", None)
+    envs, _ = _frames(graph, node, None if per_actor is None else int(per_actor) * n_act)
+    if per_actor is None:
+        envs *= placement.workers("learner")
+    return n_act, envs
+
+
+def _replicated_rollout_crossings(placement: Placement) -> list[Crossing]:
+    """The actors' batches in, their fragments' state out, the state they produced merged back."""
+    policy, graph = placement.policy, placement.graph
+    chain = [n for n, r in placement.roles.items() if r != "learner"]
+    node, role = chain[0], placement.roles[chain[0]]
+    n_act, envs = _actor_envs(placement, node)
+    _, steps = _frames(graph, node)
+    frames = envs * steps
+    where = f"{role}[{n_act}]"
+    frags = [graph.fragment(c) for c in chain]
+    produced = [list(f.produced_state().values()) for f in frags]
+    batch, raw = (_fake_batch(graph, chain, steps) if getattr(frags[0], "env", None) is not None
+                  else (None, None))
+    from torchfrag.runtime.comm import nbytes
+
+    # The fake batch holds one env for every step: the actors' hold frames / steps envs.
+    data = int(round((nbytes(batch) + nbytes(raw)) * frames / steps)) if batch is not None else 0
+    pickled = data + n_act * _overhead((batch, 0, raw, [])) if batch is not None else 0
+    made = nbytes(produced) * n_act
+    consumers = sorted({e.dst for e in graph.edges if e.src in chain and e.dst not in chain})
+    what = "batch" + (f" (after {', '.join(chain[1:])})" if len(chain) > 1 else "")
+    what += " + raw reward" if raw is not None else ""
+    out = [Crossing(f"{chain[-1]}@{where}", ", ".join(f"{c}@learner" for c in consumers) or "learner",
+                    "data", what, n_act, data, pickled)]
+    if made:
+        holders = [c for c, p in zip(chain, produced) if p]
+        out.append(Crossing(f"{', '.join(holders)}@{where}", f"{', '.join(holders)}@learner", "merge",
+                            "produced state merged back (running statistics)", 0, made,
+                            made + n_act * _overhead(produced)))
+    out.append(_state_crossing(placement, chain, where, n_act))
+    if placement.kind == "replicated_learners":
+        learners = placement.workers("learner")
+        out.extend(_gradient_crossings(graph, f"learner[{learners}]", learners))
     return out
+
+
+def _state_crossing(placement: Placement, chain: list[str], where: str, n_act: int) -> Crossing:
+    """The state of the actors' fragments, packed and sent with the request every ``sync_every`` it."""
+    from torchfrag.runtime.state_sync import pack_state
+
+    policy, graph = placement.policy, placement.graph
+    every = int(getattr(policy, "sync_every", 1))
+    groups = [graph.fragment(c).shared_state() for c in chain]
+    packed = pack_state(groups) if any(groups) else {}
+    state = _tensor_bytes(packed.values())
+    n_tensors = sum(len(g) for g in groups)
+    owners = sorted({s.src for s in graph.shared if s.kind == "weights" and s.dst in chain
+                     and s.src not in chain})
+    src = f"{', '.join(owners)}@learner" if owners else "learner"
+    once = 0
+    if placement.kind == "async_replicated_rollout":  # the requests kept in flight from the start
+        once = state * n_act * int(getattr(policy, "prefetch", 1))
+    return Crossing(src, f"{', '.join(chain)}@{where}", "state",
+                    f"{n_tensors} tensors: parameters, buffers, produced state (every {every} it.)",
+                    0, state * n_act // every, (state + _overhead((packed, 0))) * n_act // every, once)
+
+
+def _env_call_crossings(placement: Placement) -> list[Crossing]:
+    """Per step: the carry with actions out to the env workers, transitions and next carries back."""
+    from torchfrag.runtime.comm import nbytes
+
+    graph = placement.graph
+    node = next(iter(placement.env_split))
+    role = placement.env_split[node]
+    frag = graph.fragment(node)
+    n_env = placement.workers(role)
+    total, steps = _frames(graph, node)
+    fake = frag.env.fake_tensordict()
+    carry = fake.exclude("next")
+    acted = _on_copies([frag.body.act], carry.clone())
+    acted = carry if acted is None else acted
+    transition = acted.clone(False).set("next", fake.get("next"))
+    produced = list(frag.produced_state().values())
+    state = nbytes(produced) * n_env  # every worker gets the driver's state and sends its delta back
+    sent = nbytes(acted) + state
+    back = nbytes(transition) + nbytes(acted) + state
+    reset = nbytes(carry.exclude(*frag.env.action_keys)) + state  # the first carry
+    sent_pickled = sent + n_env * _overhead((acted, produced or None))
+    back_pickled = back + n_env * _overhead(((transition, acted), produced or None))
+    return [
+        Crossing(f"{node}.act@learner", f"{node}.env_step@{role}[{n_env}]", "data",
+                 "carry + action (per step)", n_env * steps, sent * steps, sent_pickled * steps, state),
+        Crossing(f"{node}.env_step@{role}[{n_env}]", f"{node}.act@learner", "data",
+                 "transition + next carry (per step)", 0, back * steps, back_pickled * steps, reset),
+    ]
 
 
 def _gradient_crossings(graph: FragmentGraph, where: str, world: int) -> list[Crossing]:
     """The gradient all-reduce of every fragment that declares gradient sync, over ``world`` ranks.
 
-    Bytes are a ring all-reduce's traffic per rank: ``2 * (world - 1) / world`` times the
-    gradient bytes, per optimizer step.
+    ``bytes`` are the gradient bytes each rank all-reduces per iteration (what
+    :class:`~torchfrag.fragments.base.GradientSyncOptimizer` counts): the optimizer's
+    parameters, times its steps per iteration; ``pickled`` the ring all-reduce's traffic per rank,
+    ``2 * (world - 1) / world`` times that.
     """
     out = []
     for n in graph.nodes:
@@ -171,15 +299,21 @@ def _gradient_crossings(graph: FragmentGraph, where: str, world: int) -> list[Cr
         params = [p for g in opt.param_groups for p in g["params"]] if opt is not None else \
             frag.owned_parameters()
         nbytes = _tensor_bytes(params)
-        per_iter = _optimizer_steps(graph, frag)
+        per_iter, declared = _optimizer_steps(graph, frag)
+        steps = f"{per_iter} per it." + ("" if declared else ", assumed: declare optimizer_steps(frames)")
+        reduced = nbytes * per_iter
         out.append(Crossing(f"{n.name}@{where}", f"{n.name}@{where}",
-                            "gradients", f"all-reduce of {len(params)} tensors ({per_iter} per it.)",
-                            per_iter, 2 * nbytes * per_iter * (world - 1) // max(1, world)))
+                            "gradients", f"all-reduce of {len(params)} tensors ({steps})",
+                            per_iter, reduced, 2 * reduced * (world - 1) // max(1, world)))
     return out
 
 
-def _optimizer_steps(graph: FragmentGraph, frag: nn.Module) -> int:
-    """Optimizer steps per iteration: declared by ``optimizer_steps(frames)``, else from Learn's settings."""
+def _optimizer_steps(graph: FragmentGraph, frag: nn.Module) -> tuple[int, bool]:
+    """Optimizer steps per iteration, and whether the fragment declared them.
+
+    Declared by :meth:`~torchfrag.fragments.Fragment.optimizer_steps` for the frames of one
+    learner's rollout; a fragment that declares nothing is assumed to step once.
+    """
     from torchfrag.policies.base import rollout_nodes
 
     found = rollout_nodes(graph)
@@ -188,12 +322,10 @@ def _optimizer_steps(graph: FragmentGraph, frag: nn.Module) -> int:
         envs, steps = _frames(graph, found[0])
         frames = envs * steps
     hook = getattr(frag, "optimizer_steps", None)
-    if callable(hook):
-        return int(hook(frames))
-    if hasattr(frag, "_minibatch") and frames:
-        mb = frag._minibatch(frames)
-        return int(getattr(frag, "epochs", 1)) * (frames // mb)
-    return 1
+    steps_declared = hook(frames) if callable(hook) else None
+    if steps_declared is None:
+        return 1, False
+    return int(steps_declared), True
 
 
 def _fmt_bytes(n: float) -> str:
@@ -248,14 +380,19 @@ def explain(graph: FragmentGraph, policy: Policy | str | dict[str, Any], *, path
         lines.append("no edge crosses processes")
     else:
         lines.append("edges crossing processes (per iteration):")
-        rows2 = [("from", "to", "kind", "carries", "calls", "bytes")]
+        rows2 = [("from", "to", "kind", "carries", "calls", "bytes", "pickled")]
         for c in cross:
-            rows2.append((c.src, c.dst, c.kind, c.what, str(c.calls) if c.calls else "-", _fmt_bytes(c.bytes)))
-        widths = [max(len(str(r[i])) for r in rows2) for i in range(6)]
+            rows2.append((c.src, c.dst, c.kind, c.what, str(c.calls) if c.calls else "-", _fmt_bytes(c.bytes),
+                          _fmt_bytes(c.pickled)))
+        widths = [max(len(str(r[i])) for r in rows2) for i in range(7)]
         for r in rows2:
             lines.append("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
-        total = sum(c.bytes for c in cross)
-        lines.append(f"  total: {_fmt_bytes(total)} per iteration")
+        total, pickled = sum(c.bytes for c in cross), sum(c.pickled for c in cross)
+        lines.append(f"  total: {_fmt_bytes(total)} of tensors per iteration, {_fmt_bytes(pickled)} pickled "
+                     "(collectives: ring traffic per rank)")
+        once = sum(c.once for c in cross)
+        if once:
+            lines.append(f"  and once, at the first iteration: {_fmt_bytes(once)} of tensors")
     text = "\n".join(lines)
     if show:
         logger.info("%s", text)

@@ -116,13 +116,10 @@ def run_policy(
                           "picklable loop factory: run(..., factory=PPOFactory(...)) or set loop.factory")
     _check_picklable(factory, policy)
     _check_envsplit_sizes(graph, policy, placement, factory)
-    from torchfrag.policies.base import rollout_nodes
-    from torchfrag.policies.contract import check_factory
+    from torchfrag.policies.contract import check_factory, sliced_rollout
 
-    placed = [n for n, r in placement.roles.items() if r != "learner"] + list(placement.env_split)
-    found = [n for n in placed + rollout_nodes(graph)
-             if n in rollout_nodes(graph) and getattr(graph.fragment(n), "env", None) is not None]
-    check_factory(factory, placement, envs_of(graph, factory, found[0]) if found else None)
+    node = sliced_rollout(placement)
+    check_factory(factory, placement, envs_of(graph, factory, node) if node else None, node)
     cluster = Cluster(policy.num_workers, timeout=policy.timeout, addr=policy.master_addr,
                       port=policy.master_port)
     stats = CommStats()

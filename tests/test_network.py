@@ -190,7 +190,8 @@ def test_torchrun_worker_without_master_says_so_in_one_line(tmp_path):
                MASTER_PORT=str(free_port()), TORCH_CPP_LOG_LEVEL="ERROR")
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "torchfrag.train", "policy=actors", "policy.actors=1",
-                           "policy.timeout=3", "algo.num_envs=2", "algo.steps=16", "eval_episodes=0",
+                           "policy.timeout=3", "algo.num_envs=2", "algo.steps=16",
+                           "algo.minibatch_size=32", "eval_episodes=0",
                            "progress=false", "logger=none", f"hydra.run.dir={tmp_path}/run"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     elapsed = time.monotonic() - t0
@@ -251,7 +252,8 @@ def test_node_with_no_route_to_the_master_says_so_at_once(two_hosts, tmp_path):
                MASTER_PORT=str(free_port()), TORCH_CPP_LOG_LEVEL="ERROR")
     t0 = time.monotonic()
     proc = two_hosts.run(1, [sys.executable, "-m", "torchfrag.train", "policy=actors", "policy.actors=1",
-                             "algo.num_envs=2", "algo.steps=16", "eval_episodes=0", "progress=false",
+                             "algo.num_envs=2", "algo.steps=16", "algo.minibatch_size=32",
+                             "eval_episodes=0", "progress=false",
                              "logger=none", f"hydra.run.dir={tmp_path}/run"],
                          name="node1", cwd=str(tmp_path), env=env)
     code = proc.wait(120)

@@ -388,7 +388,8 @@ def test_option_values_inf_nan_and_gymnasium_ranges() -> None:
         make("CartPole-v1", gravity=float("nan"))
     with pytest.raises(ValueError, match="'max_episode_steps' must be a finite number, got inf"):
         make("CartPole-v1", max_episode_steps=float("inf"))
-    with pytest.raises(TypeError, match=r"option 'gravity' must be a real number, a string, or a 1-D sequence .* got dict"):
+    with pytest.raises(TypeError, match=r"option 'gravity' must be a real number, a string, "
+                                        r"or a 1-D sequence .* got dict"):
         make("CartPole-v1", gravity={"a": 1})
 
 

@@ -409,12 +409,12 @@ class Cluster:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
-            self._set_env(self._interface_env())
+            self._export_env(self._interface_env())
         else:
             import tempfile
 
             self.addr = self._master_ip(None)
-            self._set_env(self._interface_env())
+            self._export_env(self._interface_env())
             self.store_dir = tempfile.mkdtemp(prefix="torchfrag-rdzv-")
             ctx = mp.get_context("spawn")
             os.environ["TORCHFRAG_DRIVER_PID"] = str(os.getpid())
@@ -498,7 +498,7 @@ class Cluster:
         except AddressError as err:
             raise MasterUnreachable(str(err)) from None
 
-    def _set_env(self, values: dict[str, str]) -> None:
+    def _export_env(self, values: dict[str, str]) -> None:
         """Sets ``values`` in this process's environment until :meth:`shutdown` (workers inherit them)."""
         for key, value in values.items():
             self.saved_env.setdefault(key, os.environ.get(key))

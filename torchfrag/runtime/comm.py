@@ -103,7 +103,7 @@ class Calls:
             if time.monotonic() > deadline:
                 self.cluster.lost.add(worker)
                 raise WorkerTimeout(f"{self.cluster.where(worker)} did not answer within {self.timeout:.1f}s "
-                                    "(policy.timeout)", worker)
+                                    f"(policy.timeout){self.cluster.stopped_hint(worker)}", worker)
         try:
             value = fut.wait()
         except Exception as err:  # noqa: BLE001 - translated
@@ -124,7 +124,8 @@ class Calls:
                 return WorkerDied(f"{died} (while waiting for {worker})", who)
         first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
         if "timed out" in text.lower() or "timeout" in text.lower():
-            hint = "; its host may be down or cut off" if self.cluster.torchrun else ""
+            hint = ("; its host may be down or cut off" if self.cluster.torchrun
+                    else self.cluster.stopped_hint(worker))
             self.cluster.lost.add(worker)
             return WorkerTimeout(f"{self.cluster.where(worker)} did not answer within {self.timeout:.1f}s "
                                  f"(policy.timeout){hint}: {first}", worker)

@@ -465,6 +465,12 @@ class Cluster:
         proc = self.procs.get(name)
         return f"{name} (pid {proc.pid})" if proc is not None else name
 
+    def stopped_hint(self, name: str) -> str:
+        """``"; its process is stopped"`` when a spawned worker is stopped (SIGSTOP, a debugger),
+        which explains a timeout better than a lost host; ``""`` otherwise."""
+        proc = self.procs.get(name)
+        return "; its process is stopped" if proc is not None and _is_stopped(proc.pid) else ""
+
     def _master_ip(self, env: dict[str, Any] | None) -> str:
         """Node 0's IP address: the policy's, or under torchrun (``env``) ``MASTER_ADDR`` while the
         policy's is loopback (the README's command gives only ``--master-addr``).

@@ -227,7 +227,7 @@ def listed_files() -> set[str]:
 
 def _when_where(d: dict[str, Any]) -> tuple[str, str, str, str]:
     m = d.get("machine", {})
-    when = m.get("time") or d.get("time") or "not recorded"
+    when = m.get("time") or d.get("time") or "date not recorded"
     where = ", ".join(str(x) for x in (m.get("cpu_model") or d.get("cpu_model"), d.get("gpu_model"),
                                        f"{m['cpu_count']} cores" if "cpu_count" in m else None) if x)
     load = m.get("loadavg") or d.get("load_average_at_start") or d.get("loadavg")
@@ -253,7 +253,7 @@ def render_headline_table() -> str:
     for b, h, d in headline_rows():
         when, where, _, _ = _when_where(d)
         when, where = h.when or when, h.where or where
-        lines.append(f"| {h.what} | {h.ours} | {h.peer} | {h.ratio} | {h.goal} | {when.split(' ')[0]}; {where} |")
+        lines.append(f"| {h.what} | {h.ours} | {h.peer} | {h.ratio} | {h.goal} | {when.split(' ')[0] if when[:1].isdigit() else when}; {where} |")
     return "\n".join(lines)
 
 

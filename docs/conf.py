@@ -59,6 +59,8 @@ autodoc_inherited_members = False
 # what this checkout prints. An error in a cell fails the build.
 nb_execution_mode = os.environ.get("TORCHFRAG_DOCS_EXECUTE", "force")
 nb_execution_timeout = 900
+# Notebooks write files (tutorial 5 writes the module its workers import): in a scratch folder, not docs/.
+nb_execution_in_temp = True
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 nb_merge_streams = True
@@ -70,13 +72,14 @@ import pytorch_sphinx_theme2  # noqa: E402
 html_theme = "pytorch_sphinx_theme2"
 html_theme_path = [pytorch_sphinx_theme2.get_html_theme_path()]
 # The theme's navbar templates live beside its layout; pydata's template lookup needs them on the path.
-templates_path = [os.path.join(os.path.dirname(pytorch_sphinx_theme2.__file__), "templates")]
+# Ours first: the footer names this project, not the theme's owners.
+templates_path = ["_templates", os.path.join(os.path.dirname(pytorch_sphinx_theme2.__file__), "templates")]
 html_title = "torchfrag"
 html_static_path = ["_static"]
 html_css_files = ["torchfrag.css"]
 html_theme_options = {
     "navbar_start": ["navbar-logo"],
-    "logo_text": "torchfrag",
+    "logo": {"text": "torchfrag"},
     "show_lf_header": False,
     "show_lf_footer": False,
     "show_pytorch_org_link": False,

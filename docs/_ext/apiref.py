@@ -77,10 +77,9 @@ def render_page(package: str) -> str:
     """The reStructuredText of ``package``'s reference page."""
     mod = importlib.import_module(package)
     title = f"``{package}``"
-    lines = [title, "=" * len(title), "", PACKAGES[package], "", f".. currentmodule:: {package}", ""]
-    summary = (inspect.getdoc(mod) or "").strip()
-    if summary:
-        lines += [summary, ""]
+    lines = [title, "=" * len(title), "", f".. currentmodule:: {package}", ""]
+    # The module's own docstring is the page's introduction; the one-line summary stands in without one.
+    lines += [(inspect.getdoc(mod) or "").strip() or PACKAGES[package], ""]
     for name in mod.__all__:
         obj = getattr(mod, name)
         home = _home(obj, package)

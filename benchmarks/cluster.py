@@ -202,27 +202,35 @@ def fit_model(points: list[dict[str, Any]], fit_hosts: tuple[int, ...] = (1, 2, 
     per_host_bytes = _lstsq(xs, [p["carried"] for p in pts])[1]
     per_host_calls = _lstsq(xs, [p["predicted_calls"] for p in pts])[1]
     return {"c_s": c, "a_s_per_host": a, "bytes_per_host": max(0.0, per_host_bytes),
-            "calls_per_host": max(0.0, per_host_calls), "fit_hosts": list(fit_hosts)}
+            "calls_per_host": max(0.0, per_host_calls), "fit_hosts": list(fit_hosts),
+            "allreduce_bytes": float(pts[-1]["comm"].get("allreduce_bytes", 0.0)),
+            "allreduce_calls": float(pts[-1]["comm"].get("allreduce_calls", 0.0))}
 
 
 def predict_fps(model: dict[str, Any], policy: str, hosts: int, frames_per_host: float,
                 gbit: float | None = None, msg_s: float = 0.0, veth_gbit: float = 0.0) -> float:
-    """Frames/s the model predicts for ``hosts`` worker hosts (on the measured network when
-    ``gbit`` is ``None``, else on a ``gbit`` Gbit/s network).
+    """Frames/s the model predicts for ``hosts`` worker hosts (on the measured links when ``gbit``
+    is ``None``, else on a ``gbit`` Gbit/s network).
 
-    On another network the time a host's bytes and messages take on the serial path is taken out
-    at the measured link's speed and put back at ``gbit``. ``data_parallel``'s ring all-reduce
-    sends ``2 (N - 1) / N`` times the gradient bytes per rank whatever ``N`` is, but its
-    ``2 (N - 1)`` steps each pay a message: its network term is per step, not per byte.
+    ``T(N) = c + max(a, 0) N``. On another network, the time each host's bytes take on the
+    serial path (the learner's link) is taken out at the measured links' speed and put back at
+    ``gbit``, plus ``msg_s`` per message. ``data_parallel``'s ring all-reduce adds
+    ``2 (N - 1)`` steps per all-reduce, each a message (``msg_s``) carrying ``G / N`` bytes.
+
+    Example:
+        >>> m = {"c_s": 1.0, "a_s_per_host": 0.01, "bytes_per_host": 0.0, "calls_per_host": 1.0}
+        >>> round(predict_fps(m, "actors", 10, 1000.0))
+        9091
     """
-    a, c = model["a_s_per_host"], model["c_s"]
+    c, a = model["c_s"], max(0.0, model["a_s_per_host"])
     if gbit is not None:
-        b, m = model["bytes_per_host"], model["calls_per_host"]
+        b = model["bytes_per_host"]
         old = b * 8 / (veth_gbit * 1e9) if veth_gbit else 0.0
-        a = max(0.0, a - old) + b * 8 / (gbit * 1e9)
-        del m  # the per-message cost is the same host software on any link
-    t = c + a * hosts
-    return frames_per_host * hosts / t
+        a = max(0.0, a - old) + b * 8 / (gbit * 1e9) + model["calls_per_host"] * msg_s
+        if policy == "data_parallel":
+            g, k = model.get("allreduce_bytes", 0.0), model.get("allreduce_calls", 1.0)
+            c += k * 2 * (hosts - 1) * (msg_s + g / hosts * 8 / (gbit * 1e9))
+    return frames_per_host * hosts / (c + a * hosts)
 
 
 def _between_two_hosts(server: str, client: str) -> float:
@@ -276,11 +284,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--job-timeout", type=float, default=400.0)
     p.add_argument("--repeats", type=int, default=3, help="alternating runs of the headline pair")
+    p.add_argument("--summarize", action="store_true",
+                   help="refit the model and redraw from benchmarks/results/cluster.json (no runs)")
     args = p.parse_args(argv)
     if args.job_node:
         node(json.loads(args.job_node))
         return {}
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.summarize:
+        from benchmarks._common import RESULTS_DIR
+
+        with open(os.path.join(RESULTS_DIR, "cluster.json")) as f:
+            old = json.load(f)
+        return summarize(old)
     hosts = args.hosts or ([1, 2, 4] if args.quick else [1, 2, 4, 8])
     if args.quick:
         args.iterations = min(args.iterations, 3)
@@ -297,9 +313,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     logger.info("headline: actors x%d / x1 = %.2fx (medians of %d alternating runs; goal 6.5x)", top,
                 headline["ratio"], args.repeats)
 
-    frames_per_host = args.envs_per_worker * args.steps
+    return summarize({"setup": {"env": ENV[0], "options": ENV[1], "envs_per_worker": args.envs_per_worker,
+                                "steps": args.steps, "warmup": args.warmup, "iterations": args.iterations,
+                                "round_trip_s": msg_s, "veth_gbit": veth, "limit_hosts": args.limit_hosts},
+                      "headline": headline, "scaling": scaling, "limited": limited})
+
+
+def summarize(payload: dict[str, Any]) -> dict[str, Any]:
+    """Fits the models, projects, prints the tables, writes the JSON and the plot."""
+    setup, scaling, limited = payload["setup"], payload["scaling"], payload["limited"]
+    msg_s, veth = setup["round_trip_s"], setup["veth_gbit"]
+    frames_per_host = setup["envs_per_worker"] * setup["steps"]
     models, projection, rows = {}, [], []
-    for pol in args.policies:
+    for pol in dict.fromkeys(r["policy"] for r in scaling):
         pts = [r for r in scaling if r["policy"] == pol]
         one = next((r["fps"] for r in pts if r["hosts"] == 1), float("nan"))
         fit_hosts = FIT_HOSTS.get(pol, (1, 2, 4))
@@ -326,18 +352,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 [(r["policy"], f"{r['limit_mbit']:.0f}", fmt_rate(r["fps"]), f"{r['carried'] / 1024:.1f}",
                   f"{r['predicted_pickled'] / 1024:.1f}",
                   f"{100 * (r['predicted_pickled'] / r['carried'] - 1):+.1f}%") for r in limited],
-                title=f"{args.limit_hosts} worker hosts, every link limited (tbf)")
+                title=f"{setup.get('limit_hosts', 4)} worker hosts, every link limited (tbf)")
     print_table(("policy", "nodes", "Gbit/s", "frames/s (model)", "vs 1 host", "MSRL (paper)"),
                 [(q["policy"], q["nodes"], f"{q['gbit']:.0f}", fmt_rate(q["fps"]),
                   fmt_ratio(q["fps"] / next(r["fps"] for r in scaling if r["policy"] == q["policy"]
                                             and r["hosts"] == 1)),
                   MSRL["table"].get(q["nodes"], "-")) for q in projection],
                 title="projection (model fitted on the measured hosts)")
-    payload = {"setup": {"env": ENV[0], "options": ENV[1], "envs_per_worker": args.envs_per_worker,
-                         "steps": args.steps, "warmup": args.warmup, "iterations": args.iterations,
-                         "round_trip_s": msg_s, "veth_gbit": veth},
-               "headline": headline, "scaling": scaling, "limited": limited, "models": models, "projection": projection,
-               "msrl": MSRL}
+    payload = {**payload, "models": models, "projection": projection, "msrl": MSRL}
     write_json("cluster", payload)
     plot(payload)
     return payload

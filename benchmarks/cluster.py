@@ -396,7 +396,8 @@ def plot(payload: dict[str, Any], name: str = "cluster") -> str:
         if pol in payload["models"]:
             xs = list(range(1, max(r["hosts"] for r in pts) + 1))
             ax1.plot(xs, [predict_fps(payload["models"][pol], pol, n, fph) for n in xs], "--",
-                     color=line.get_color(), label=f"{pol} model (fit 1-4)")
+                     color=line.get_color(),
+                     label=f"{pol} model (fit on {', '.join(map(str, payload['models'][pol]['fit_hosts']))})")
             for gbit, style in ((10.0, ":"), (100.0, "-.")):
                 q = [r for r in payload["projection"] if r["policy"] == pol and r["gbit"] == gbit]
                 ax2.plot([r["nodes"] for r in q], [r["fps"] for r in q], style, marker="s",

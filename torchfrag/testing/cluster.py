@@ -98,6 +98,13 @@ def sent_bytes(switch: str | None = None) -> dict[int, int]:
 
     Args:
         switch: The switch's namespace (default: ``$TORCHFRAG_CLUSTER_SWITCH``, set in every host).
+
+    Example:
+        >>> from torchfrag.testing.cluster import Cluster, unavailable
+        >>> if unavailable() is None:  # root with iproute2
+        ...     with Cluster(2) as c:
+        ...         c.limit(100)  # 100 Mbit/s each way on every link
+        ...         assert sorted(c.sent_bytes()) == [0, 1]
     """
     import json
 

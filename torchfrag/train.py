@@ -718,7 +718,13 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     return summary
 
 
+#: Whether the user asked for full tracebacks (``HYDRA_FULL_ERROR=1`` or ``-v``); see :func:`main`.
+_FULL_ERRORS = {"asked": False, "composed": False}
+
+
 def _hydra_main(cfg: DictConfig) -> float | None:
+    _FULL_ERRORS["composed"] = True
+    _restore_full_error_setting()  # composed: errors from here on are Hydra's (or _refuse's) to report
     try:
         _check(cfg)
     except ValueError as err:  # a refused config: one line on stderr, exit status 1, nothing started
@@ -730,6 +736,12 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     except (ResumeRefused, CheckpointError) as err:  # raised before the first iteration
         _refuse(err)
     return summary["eval_return"]
+
+
+def _restore_full_error_setting() -> None:
+    """Puts ``HYDRA_FULL_ERROR`` back as the user had it (:func:`main` sets it while composing)."""
+    if not _FULL_ERRORS["asked"]:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
 
 
 def _refuse(err: Exception) -> None:
@@ -751,9 +763,21 @@ def main() -> None:
         while flag in sys.argv[1:]:
             sys.argv.remove(flag)
             os.environ["HYDRA_FULL_ERROR"] = "1"
+    # Composition errors (unknown option, malformed override, missing `+`, wrong type) come back
+    # here as exceptions, to be reported in one line; _hydra_main restores the user's setting.
+    _FULL_ERRORS["asked"] = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"
     register_schemas()
     try:
         hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_hydra_main)()
+    except Exception as err:
+        _restore_full_error_setting()
+        if _FULL_ERRORS["asked"] or _FULL_ERRORS["composed"]:
+            raise
+        from torchfrag.cli_messages import composition_error_line
+
+        raise SystemExit("torchfrag.train: error: "
+                         + composition_error_line(err, sys.argv[1:])) from None
     except KeyboardInterrupt:
         # The run's cleanup (workers stopped and reaped, envs closed) already ran on the way
         # out. Exit now: interpreter teardown could otherwise wait on RPC's exit handlers or

@@ -1,0 +1,87 @@
+"""The training CLI's own messages: Hydra's composition errors in one line, ``--help``
+without ``*_schema`` entries."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from test_train_misuse import _cli  # the real command, run from a temporary folder
+
+from torchfrag import train as train_mod
+from torchfrag.cli_messages import composition_error_line, visible_options
+
+
+def _main_refusal(args: list[str], monkeypatch, capsys) -> str:
+    """Runs the CLI's ``main()`` in this process; returns the one-line refusal it exits with."""
+    monkeypatch.setattr(sys, "argv", ["torchfrag.train", *args])
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    monkeypatch.setitem(train_mod._FULL_ERRORS, "asked", False)
+    monkeypatch.setitem(train_mod._FULL_ERRORS, "composed", False)
+    with pytest.raises(SystemExit) as exit_info:
+        train_mod.main()
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == "", out  # nothing printed besides the exit line
+    assert "HYDRA_FULL_ERROR" not in os.environ  # main() leaves the user's setting as it was
+    line = exit_info.value.code
+    assert isinstance(line, str) and "\n" not in line, line
+    assert line.startswith("torchfrag.train: error: "), line
+    return line
+
+
+# Each printed 6-7 lines (an options listing, the search path, a HYDRA_FULL_ERROR hint) or a
+# 30-line traceback before.
+COMPOSITION_ERRORS = [
+    (["algo=nope"], ["algo=nope: no such algo; choose one of: a2c, dqn,", "sac_mujoco"]),
+    (["policy=nope"], ["policy=nope: no such policy", "actors", "local"]),
+    (["env=NoSuchEnv-v0"], ["env=NoSuchEnv-v0: no such env", "--help` lists them"]),
+    (["env=CartPol-v1"], ["env=CartPol-v1: no such env; did you mean CartPole-v1"]),
+    (["algo="], ["algo= needs an option; choose one of: a2c"]),
+    (["algo.lr=[1"], ["cannot parse override 'algo.lr=[1'", "key=value, +key=value"]),
+    (["=3"], ["cannot compose the config from '=3 ", "Got int"]),
+    (["foo=1"], ["foo=1: no key 'foo' in the config", "seed", "a new key is added with +foo=1"]),
+    (["algo.lrr=1"], ["algo.lrr=1: no key 'algo.lrr'", "did you mean 'lr'?", "algo keys: "]),
+    (["algo.lr=fast"], ["algo.lr=fast: Value 'fast' of type 'str' could not be converted to Float"]),
+    (["seed=abc"], ["seed=abc: ", "converted to Integer"]),
+    (["algo.num_envs=2.5"], ["algo.num_envs=2.5: ", "converted to Integer"]),
+    (["algo.hidden=abc"], ["algo.hidden=abc: ", "not a ListConfig, list or tuple"]),
+    (["algo.hidden.0=x"], ["algo.hidden.0=x: ", "converted to Integer"]),
+    (["env.options=3"], ["env.options=3: Cannot assign int"]),
+    (["policy=actors", "policy.env_threads=abc"], ["policy.env_threads=abc: ", "Integer"]),
+    (["+algo.lr=3"], ["An item is already at 'algo.lr'", "++algo.lr=3"]),
+    (["~foo"], ["Could not delete from config. 'foo' does not exist"]),
+    (["-m", "seed=0,1", "algo.lr=x"], ["algo.lr=x: "]),
+]
+
+
+@pytest.mark.parametrize("args, parts", COMPOSITION_ERRORS, ids=[" ".join(a) for a, _ in COMPOSITION_ERRORS])
+def test_composition_error_is_one_line(args, parts, monkeypatch, capsys, tmp_path) -> None:
+    line = _main_refusal([*args, f"hydra.run.dir={tmp_path}/run"], monkeypatch, capsys)
+    for part in parts:
+        assert part in line, (part, line)
+    assert "_schema" not in line
+    assert not os.path.exists(tmp_path / "run")
+
+
+def test_cli_composition_errors_print_one_line(tmp_path) -> None:
+    """The real command: rc 1 and one line on stderr; the detail behind -v / HYDRA_FULL_ERROR."""
+    proc = _cli(["algo=nope"], tmp_path)
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert proc.returncode == 1 and lines == [
+        "torchfrag.train: error: algo=nope: no such algo; choose one of: a2c, dqn, dqn_cleanrl, impala, "
+        "ppo, ppo_atari, ppo_cleanrl, ppo_mujoco, sac, sac_mujoco"], lines
+    proc = _cli(["-v", "algo.lr=fast"], tmp_path)
+    assert proc.returncode == 1
+    assert "Traceback" in proc.stderr and "ConfigCompositionException" in proc.stderr
+    proc = _cli(["env=NoSuchEnv-v0"], tmp_path, {"HYDRA_FULL_ERROR": "1"})
+    assert proc.returncode == 1 and "MissingConfigException" in proc.stderr
+
+
+def test_visible_options_hide_schemas() -> None:
+    assert visible_options(["ppo_schema", "sac", "ppo"]) == ["ppo", "sac"]
+
+
+def test_unknown_exception_still_names_the_overrides() -> None:
+    line = composition_error_line(RuntimeError("boom\nmore"), ["a=1", "b=2"])
+    assert line == "cannot compose the config from 'a=1 b=2': boom; more"

@@ -85,3 +85,32 @@ def test_visible_options_hide_schemas() -> None:
 def test_unknown_exception_still_names_the_overrides() -> None:
     line = composition_error_line(RuntimeError("boom\nmore"), ["a=1", "b=2"])
     assert line == "cannot compose the config from 'a=1 b=2': boom; more"
+
+
+def test_total_frames_counts_the_random_warm_up(tmp_path, monkeypatch) -> None:
+    """``total_frames=2048`` with 1,000 warm-up frames ended at 3,048 frames; now at the first
+    whole iteration past 2,048 (TorchRL counts ``init_random_frames`` in ``total_frames``).
+    The progress bar's total, its last position, the CSV log's last step and the summary agree."""
+    import csv
+
+    import tqdm
+
+    from torchfrag.train import compose_config, train
+
+    bars = []
+
+    class Bar(tqdm.tqdm):
+        def close(self) -> None:
+            bars.append((self.total, self.n))
+            super().close()
+
+    monkeypatch.setattr(tqdm, "tqdm", Bar)
+    cfg = compose_config(["algo=dqn", "env=CartPole-v1", "total_frames=2048", "eval_episodes=0",
+                          "plot=false", "checkpoint_every=0", "algo.updates=2"])
+    summary = train(cfg, run_dir=str(tmp_path))
+    # 1,000 random frames (125 steps of 8 envs), then ceil(1,048 / 128) = 9 iterations of 8 x 16.
+    assert summary["frames"] == 1000 + 9 * 128 == 2152 and summary["iterations"] == 9
+    assert bars == [(2152, 2152)]
+    with open(tmp_path / "train" / "scalars" / "train" / "fps.csv") as f:  # rows: step (frames), fps
+        steps = [int(row[0]) for row in csv.reader(f)]
+    assert steps and steps[-1] == 2152 and steps[0] == 1000 + 128

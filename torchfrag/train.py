@@ -618,7 +618,8 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     for _, r in curve[-int(cfg.target_window):]:
         window.append(r)
     final_frames = pcfg.warmup_frames + iterations * pcfg.frames_per_iteration  # warm-up counts
-    bar = tqdm(total=final_frames, initial=rollout.frames, unit="frames", unit_scale=True, disable=not cfg.progress, dynamic_ncols=True)
+    bar = tqdm(total=final_frames, initial=rollout.frames, unit="frames", unit_scale=True,
+               disable=not cfg.progress, dynamic_ncols=True)
     state = {"t0": time.perf_counter(), "f0": rollout.frames, "last": None}
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
 

@@ -114,3 +114,86 @@ def test_total_frames_counts_the_random_warm_up(tmp_path, monkeypatch) -> None:
     with open(tmp_path / "train" / "scalars" / "train" / "fps.csv") as f:  # rows: step (frames), fps
         steps = [int(row[0]) for row in csv.reader(f)]
     assert steps and steps[-1] == 2152 and steps[0] == 1000 + 128
+
+
+def test_logger_wandb_without_the_package_is_one_line(monkeypatch, capsys, tmp_path) -> None:
+    monkeypatch.setitem(sys.modules, "wandb", None)  # not installed, even where it is
+    line = _main_refusal(["logger=wandb", f"hydra.run.dir={tmp_path}/run"], monkeypatch, capsys)
+    assert line == ("torchfrag.train: error: logger=wandb needs the `wandb` package: pip install "
+                    "wandb (offline runs need no account), or use logger=csv")
+    assert not os.path.exists(tmp_path / "run" / "checkpoints")
+
+
+class _FakeConfig:
+    def __init__(self, values: dict) -> None:
+        self.values = values
+
+    def update(self, values, allow_val_change: bool = False) -> None:
+        self.values.update(values)
+
+
+class _FakeRun:
+    """What TorchRL's WandbLogger uses of a ``wandb.init`` run."""
+
+    def __init__(self, **kwargs) -> None:
+        self.kwargs, self.rows, self.values, self.finished, self.id = kwargs, [], {}, False, "fake"
+        self.config = _FakeConfig(self.values)
+
+    def log(self, payload, **kwargs) -> None:
+        self.rows.append(dict(payload))
+
+    def define_metric(self, *args, **kwargs) -> None:
+        pass
+
+    def finish(self) -> None:
+        self.finished = True
+
+
+def _fake_wandb(monkeypatch) -> list:
+    """A ``wandb`` module that records its runs (the real one is not a test dependency)."""
+    import importlib.machinery
+    import types
+
+    import torchrl.record.loggers.wandb as torchrl_wandb
+
+    runs = []
+    fake = types.ModuleType("wandb")
+    fake.__spec__ = importlib.machinery.ModuleSpec("wandb", None)
+
+    def init(**kwargs):
+        runs.append(_FakeRun(**kwargs))
+        return runs[-1]
+
+    fake.init = init
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    monkeypatch.setattr(torchrl_wandb, "_has_wandb", True)
+    monkeypatch.delenv("WANDB_MODE", raising=False)  # TorchRL sets it for offline runs
+    return runs
+
+
+def test_logger_wandb_logs_offline_into_the_run_dir(monkeypatch, tmp_path) -> None:
+    """``logger=wandb`` goes through TorchRL's WandbLogger: offline, in the run folder, the
+    config recorded, training and evaluation scalars logged, the run finished."""
+    from torchfrag.train import compose_config, train
+
+    runs = _fake_wandb(monkeypatch)
+    cfg = compose_config(["logger=wandb", "algo.num_envs=4", "algo.steps=64", "algo.epochs=1",
+                          "algo.minibatch_size=128", "total_frames=512", "eval_episodes=1",
+                          "progress=false", "plot=false"])
+    summary = train(cfg, run_dir=str(tmp_path))
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.kwargs["mode"] == "offline" and run.kwargs["dir"] == str(tmp_path)
+    assert run.kwargs["project"] == "torchfrag" and run.kwargs["name"] == "train"
+    assert os.environ.get("WANDB_MODE") in ("offline", "dryrun")  # nothing dials out
+    assert run.values["algo"]["name"] == "ppo" and run.values["env"]["id"] == "CartPole-v1"
+    keys = set().union(*run.rows)
+    assert {"train/fps", "train/loss", "eval/episode_return"} <= keys, keys
+    assert run.finished and summary["frames"] == 512
+
+
+def test_logger_wandb_mode_is_checked(monkeypatch, capsys, tmp_path) -> None:
+    _fake_wandb(monkeypatch)
+    line = _main_refusal(["logger=wandb", "logger.mode=cloud", f"hydra.run.dir={tmp_path}/run"],
+                         monkeypatch, capsys)
+    assert line.endswith("logger.mode='cloud' is not one of offline, online, disabled"), line

@@ -59,10 +59,13 @@ class PolicyConfig:
 
 @dataclass
 class LoggerConfig:
-    """``logger/``: ``csv`` (default), ``tensorboard`` (needs the package) or ``none``."""
+    """``logger/``: ``csv`` (default), ``tensorboard`` or ``wandb`` (each needs its package) or
+    ``none``. ``mode`` and ``project`` are W&B's (see :mod:`torchfrag.train_loggers`)."""
 
     backend: str = "csv"
     exp_name: str = "train"
+    mode: str = "offline"
+    project: str = "torchfrag"
 
 
 @dataclass
@@ -199,6 +202,7 @@ def _check(cfg: DictConfig) -> None:
     from torchfrag.algos import ALGOS
     from torchfrag.envs import list_envs
     from torchfrag.policies import as_policy
+    from torchfrag.train_loggers import check_logger
 
     _check_known_keys(cfg)
     if cfg.env.id not in list_envs():
@@ -211,8 +215,7 @@ def _check(cfg: DictConfig) -> None:
                          "algo config a `_target_` naming your AlgoFactory subclass")
     # a PolicyError (ValueError) names an unknown policy or option, or a bad value (master_addr)
     as_policy(cfg.policy).validate()
-    if cfg.logger.backend not in ("csv", "tensorboard", "none"):
-        raise ValueError(f"logger.backend must be csv, tensorboard or none, got {cfg.logger.backend!r}")
+    check_logger(cfg.logger)  # a known backend whose package is installed
     # Torch seeds are signed 64-bit: 2**63 and above overflow deep inside.
     if not 0 <= int(cfg.seed) < 2**63:
         raise ValueError(f"seed must be in [0, 2**63), got {cfg.seed}")
@@ -399,24 +402,6 @@ def _check_video(cfg: DictConfig) -> None:
         raise ValueError(f"video=true: {e}") from e
 
 
-def _make_logger(cfg: DictConfig, run_dir: str) -> Any:
-    backend = cfg.logger.backend
-    if backend == "none":
-        return None
-    if backend == "tensorboard":
-        import importlib.util
-
-        if importlib.util.find_spec("tensorboard") is None:
-            raise ValueError("logger=tensorboard needs the `tensorboard` package "
-                             "(pip install tensorboard), or use logger=csv")
-        from torchrl.record.loggers import TensorboardLogger
-
-        return TensorboardLogger(cfg.logger.exp_name, log_dir=run_dir)
-    from torchrl.record.loggers import CSVLogger
-
-    return CSVLogger(cfg.logger.exp_name, log_dir=run_dir)
-
-
 def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int,
               transform: Any = None, frames: Any = None,
               frame_steps: list | None = None) -> list[float]:
@@ -571,6 +556,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     from torchfrag.graph import capture
     from torchfrag.runtime import run, save_checkpoint
     from torchfrag.runtime.checkpoint import remove_partial_writes
+    from torchfrag.train_loggers import make_logger
 
     _check(cfg)
     resume_path, ckpt = None, None
@@ -613,7 +599,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         logger.info("resumed from %s at iteration %d (%d frames)", resume_path, start,
                     rollout.frames)
     logger.info("captured loop:\n%s", graph)
-    tlog = _make_logger(cfg, run_dir)
+    tlog = make_logger(cfg.logger, run_dir, config=cfg)
     window: deque[float] = deque(maxlen=int(cfg.target_window))
     for _, r in curve[-int(cfg.target_window):]:
         window.append(r)
@@ -691,6 +677,8 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
             video_path, video_frames = video.path, video.frames
         if tlog is not None:
             tlog.log_scalar("eval/episode_return", sum(evals) / len(evals), step=rollout.frames)
+    if tlog is not None:
+        tlog.close()  # a W&B run finished, a TensorBoard file complete
     if cfg.plot:
         _plot(curve, evals, os.path.join(run_dir, "learning_curve.png"),
               f"{algo_name} on {cfg.env.id} (seed {cfg.seed})")

@@ -197,3 +197,50 @@ def test_logger_wandb_mode_is_checked(monkeypatch, capsys, tmp_path) -> None:
     line = _main_refusal(["logger=wandb", "logger.mode=cloud", f"hydra.run.dir={tmp_path}/run"],
                          monkeypatch, capsys)
     assert line.endswith("logger.mode='cloud' is not one of offline, online, disabled"), line
+
+
+def test_learning_curve_legend_is_outside_the_axes(tmp_path) -> None:
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from torchfrag.train_plot import learning_curve_figure, save_learning_curve
+
+    # A curve that rises into the lower-right corner, where the legend used to sit.
+    curve = [(i * 100, float(i)) for i in range(1, 60)]
+    fig = learning_curve_figure(curve, [55.0, 57.0], "ppo on CartPole-v1 (seed 0)")
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        ax = fig.axes[0]
+        legend = ax.get_legend()
+        assert [t.get_text() for t in legend.get_texts()] == [
+            "training episode return (mean per iteration)", "final evaluation (mean of 2)"]
+        box, axes_box = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert box.y1 <= axes_box.y0 and not box.overlaps(axes_box), (box, axes_box)
+        assert len(ax.texts) == 0
+    finally:
+        plt.close(fig)
+    path = tmp_path / "curve.png"
+    save_learning_curve(curve, [55.0], str(path), "t")
+    with Image.open(path) as img:  # the legend is inside the saved image (bbox_inches="tight")
+        assert img.size[1] > img.size[0] * 0.6
+
+
+def test_learning_curve_says_when_no_episode_finished(tmp_path) -> None:
+    """A run too short for one episode (Pendulum: 200 steps per episode) says so on its plot."""
+    import matplotlib.pyplot as plt
+
+    from torchfrag.train import compose_config, train
+    from torchfrag.train_plot import learning_curve_figure
+
+    fig = learning_curve_figure([], [], "t", frames=128)
+    try:
+        assert [t.get_text() for t in fig.axes[0].texts] == ["no training episode finished in 128 frames"]
+        assert fig.axes[0].get_legend() is None
+    finally:
+        plt.close(fig)
+    summary = train(compose_config(["env=Pendulum-v1", "algo.num_envs=2", "algo.steps=64",
+                                    "algo.minibatch_size=64", "algo.epochs=1", "total_frames=128",
+                                    "eval_episodes=0", "progress=false", "logger=none"]),
+                    run_dir=str(tmp_path))
+    assert summary["train_return"] is None and (tmp_path / "learning_curve.png").stat().st_size > 0

@@ -519,28 +519,6 @@ class _VideoWriter:
             self._writer = None
 
 
-def _plot(curve: list[tuple[int, float]], evals: list[float], path: str, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    if curve:
-        xs, ys = zip(*curve)
-        ax.plot(xs, ys, lw=1, label="training episode return (mean per iteration)")
-    if evals:
-        ax.axhline(sum(evals) / len(evals), color="C3", ls="--", label="final evaluation (mean)")
-    ax.set_xlabel("frames")
-    ax.set_ylabel("episode return")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     """Trains as configured; returns the run summary (also written to ``summary.json``).
 
@@ -680,8 +658,10 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     if tlog is not None:
         tlog.close()  # a W&B run finished, a TensorBoard file complete
     if cfg.plot:
-        _plot(curve, evals, os.path.join(run_dir, "learning_curve.png"),
-              f"{algo_name} on {cfg.env.id} (seed {cfg.seed})")
+        from torchfrag.train_plot import save_learning_curve
+
+        save_learning_curve(curve, evals, os.path.join(run_dir, "learning_curve.png"),
+                            f"{algo_name} on {cfg.env.id} (seed {cfg.seed})", frames=rollout.frames)
     summary = {
         "env": cfg.env.id, "algo": algo_name, "seed": int(cfg.seed),
         "frames": rollout.frames, "iterations": final_iteration,

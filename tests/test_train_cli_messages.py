@@ -244,3 +244,26 @@ def test_learning_curve_says_when_no_episode_finished(tmp_path) -> None:
                                     "eval_episodes=0", "progress=false", "logger=none"]),
                     run_dir=str(tmp_path))
     assert summary["train_return"] is None and (tmp_path / "learning_curve.png").stat().st_size > 0
+
+
+def test_help_lists_groups_without_schema_entries(monkeypatch, capsys, tmp_path) -> None:
+    """``--help`` listed ``ppo_schema``, ``actors_schema``, ``logger_schema``... in every group."""
+    own = tmp_path / "my_conf" / "policy"
+    own.mkdir(parents=True)
+    (own / "my_actors.yaml").write_text("defaults:\n  - actors_schema\nactors: 2\n")
+    monkeypatch.setattr(sys, "argv", ["torchfrag.train", "--help", "--config-dir",
+                                      str(tmp_path / "my_conf")])
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    monkeypatch.setitem(train_mod._FULL_ERRORS, "asked", False)
+    monkeypatch.setitem(train_mod._FULL_ERRORS, "composed", False)
+    with pytest.raises(SystemExit) as exit_info:
+        train_mod.main()
+    assert exit_info.value.code in (None, 0)
+    listing = capsys.readouterr().out.split("== Config ==")[0]
+    groups = dict(line.split(": ", 1) for line in listing.splitlines() if ": " in line)
+    assert set(groups) == {"algo", "algo_env", "env", "logger", "policy"}, listing[:2000]
+    assert "_schema" not in listing
+    assert groups["logger"] == "csv, none, tensorboard, wandb"
+    assert groups["algo"].startswith("a2c, dqn, dqn_cleanrl, impala, ppo,")
+    assert "my_actors" in groups["policy"].split(", ") and "local" in groups["policy"]
+    assert "CartPole-v1" in groups["env"].split(", ")

@@ -20,7 +20,11 @@ import difflib
 import re
 from typing import Any
 
-__all__ = ["composition_error_line", "visible_options"]
+__all__ = ["HELP_RESOLVER", "composition_error_line", "config_groups_help", "register_help_resolver",
+           "visible_options"]
+
+#: The OmegaConf resolver ``conf/config.yaml``'s ``hydra.help.template`` lists the groups with.
+HELP_RESOLVER = "torchfrag_config_groups"
 
 #: Past this many options a refusal lists the nearest ones and says how to see all.
 MAX_LISTED = 20
@@ -117,3 +121,44 @@ def _first_line(text: str) -> str:
 
 def _one_line(text: str) -> str:
     return "; ".join(line.strip().rstrip(".") for line in str(text).splitlines() if line.strip())
+
+
+def config_groups_help() -> str:
+    """``group: option, option, ...`` per config group, for ``--help``: Hydra's own listing
+    (``$APP_CONFIG_GROUPS``) less the ``*_schema`` entries and Hydra's groups.
+
+    Reads the running Hydra's config loader, so groups added with ``hydra.searchpath`` or
+    ``--config-dir`` are listed too; outside a Hydra app it returns an empty string.
+    """
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.object_type import ObjectType
+
+    if not GlobalHydra.instance().is_initialized():
+        return ""
+    loader = GlobalHydra.instance().config_loader()
+
+    def groups(parent: str) -> list[str]:
+        found = []
+        for name in loader.list_groups(parent):
+            group = f"{parent}/{name}" if parent else name
+            if group == "hydra" or group.startswith("hydra/"):
+                continue
+            if loader.get_group_options(group, ObjectType.CONFIG):
+                found.append(group)
+            found.extend(groups(group))
+        return found
+
+    lines = []
+    for group in sorted(groups("")):
+        options = visible_options(list(loader.get_group_options(group, ObjectType.CONFIG)))
+        if options:
+            lines.append(f"{group}: {', '.join(options)}")
+    return "\n".join(lines)
+
+
+def register_help_resolver() -> None:
+    """Registers :data:`HELP_RESOLVER` with OmegaConf (idempotent)."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver(HELP_RESOLVER):
+        OmegaConf.register_new_resolver(HELP_RESOLVER, config_groups_help, use_cache=False)

@@ -117,6 +117,9 @@ def register_schemas() -> None:
 
     register_policy_schemas()
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)
+    from torchfrag.cli_messages import register_help_resolver
+
+    register_help_resolver()  # --help lists the groups without their *_schema entries
 
 
 #: The env group file whose settings an id without its own file inherits, per family

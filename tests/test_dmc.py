@@ -7,11 +7,14 @@ to our start state (``qpos0``/``qvel0``/``target0``) and stepped with the
 stored actions for a whole episode.  Running the same XML with the same
 controls on MuJoCo 3.17 and 4.0 gives bit-identical trajectories for
 cartpole, pendulum, point_mass, reacher and acrobot, differences below 1e-12
-for cheetah, and for walker differences of 1e-13 that contacts amplify past
-1e-6 after about 150 steps (the two MuJoCo builds, not the port: measured on
-the reference side alone).  So every task is compared step for step over its
-whole episode within 1e-9, except walker: within 1e-6 for its first 150
-steps, then episode length, discounts and reward range.
+for cheetah, ball_in_cup, fish and finger turn (finger spin's fast spinner
+drifts to 1e-5 at the end), and for walker, hopper and humanoid differences of
+1e-13 that contacts amplify past 1e-6 after 100 to 470 steps (the two MuJoCo
+builds, not the port: measured on the reference side alone).  So every task
+is compared step for step over its whole episode, observations and rewards
+within 1e-9 (FingerSpin 1e-5), except walker, hopper and humanoid: within 1e-6
+for the steps whose observations the file keeps (``generate.HORIZON``), then
+the episode's length, discounts and reward range.
 """
 from __future__ import annotations
 
@@ -27,8 +30,7 @@ from torchfrag.envs import list_envs, make, spec  # noqa: E402
 
 REF_DIR = os.path.join(os.path.dirname(__file__), "dmc_reference")
 TASKS = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(REF_DIR, "*.npz")))
-# Steps compared exactly before the MuJoCo 3.17-vs-4.0 chaos of contacts takes over.
-CHAOTIC_HORIZON = {"WalkerStand-v1": 150, "WalkerWalk-v1": 150, "WalkerRun-v1": 150}
+CHAOTIC = ("Walker", "Hopper", "Humanoid")  # compared for a shorter horizon, see above
 
 if not os.environ.get("TORCHFRAG_DMC_ASSETS") and "CheetahRun-v1" in list_envs():
     try:
@@ -38,7 +40,7 @@ if not os.environ.get("TORCHFRAG_DMC_ASSETS") and "CheetahRun-v1" in list_envs()
 
 
 def test_every_reference_task_is_registered() -> None:
-    assert len(TASKS) >= 14
+    assert len(TASKS) >= 25
     assert set(TASKS) <= set(list_envs())
 
 
@@ -52,8 +54,10 @@ def test_alignment_with_dm_control(env_id: str) -> None:
     for key in ("qpos0", "qvel0", "target0"):
         if key in ref:
             np.testing.assert_array_equal(info[key][0], ref[key], err_msg=key)
-    horizon = CHAOTIC_HORIZON.get(env_id, len(ref["actions"]))
-    tol = 1e-6 if env_id in CHAOTIC_HORIZON else 1e-9
+    horizon = len(ref["obs"]) - 1
+    chaotic = env_id.startswith(CHAOTIC)
+    assert chaotic or horizon == len(ref["actions"])
+    tol = 1e-6 if chaotic else (1e-5 if env_id == "FingerSpin-v1" else 1e-9)
     np.testing.assert_allclose(obs[0], ref["obs"][0], rtol=0, atol=tol)
     rewards = []
     for t, action in enumerate(ref["actions"]):

@@ -4,6 +4,8 @@
 
 #include "dmc/cartpole.h"
 #include "dmc/cheetah_walker.h"
+#include "dmc/fish_humanoid.h"
+#include "dmc/hopper_finger_cup.h"
 #include "dmc/pendulum_acrobot.h"
 #include "dmc/point_mass_reacher.h"
 
@@ -28,13 +30,15 @@ TaskEntry entry() {
 // EnvPool's order: domain by domain.
 const std::vector<TaskEntry>& tasks() {
   static const std::vector<TaskEntry> table = {
-      entry<AcrobotSwingup>(),        entry<AcrobotSwingupSparse>(),
-      entry<CartpoleBalance>(),       entry<CartpoleBalanceSparse>(),
-      entry<CartpoleSwingup>(),       entry<CartpoleSwingupSparse>(),
-      entry<CheetahRun>(),            entry<PendulumSwingup>(),
-      entry<PointMassEasy>(),         entry<ReacherEasy>(),
-      entry<ReacherHard>(),           entry<WalkerStand>(),
-      entry<WalkerWalk>(),            entry<WalkerRun>()};
+      entry<AcrobotSwingup>(),  entry<AcrobotSwingupSparse>(),  entry<BallInCupCatch>(),
+      entry<CartpoleBalance>(), entry<CartpoleBalanceSparse>(), entry<CartpoleSwingup>(),
+      entry<CartpoleSwingupSparse>(), entry<CheetahRun>(),      entry<FingerSpin>(),
+      entry<FingerTurnEasy>(),  entry<FingerTurnHard>(),        entry<FishSwim>(),
+      entry<FishUpright>(),     entry<HopperHop>(),             entry<HopperStand>(),
+      entry<HumanoidRun>(),     entry<HumanoidStand>(),         entry<HumanoidWalk>(),
+      entry<PendulumSwingup>(), entry<PointMassEasy>(),         entry<ReacherEasy>(),
+      entry<ReacherHard>(),     entry<WalkerRun>(),             entry<WalkerStand>(),
+      entry<WalkerWalk>()};
   return table;
 }
 

@@ -3,6 +3,7 @@
 #include "atari.h"
 #include "classic_control.h"
 #include "debug.h"
+#include "dmc.h"
 #include "minigrid.h"
 #include "mujoco.h"
 #include "toy_text.h"
@@ -22,3 +23,4 @@ TORCHFRAG_REGISTER_ENV(torchfrag::DebugEnv, "Debug-v0");
 TORCHFRAG_REGISTER_FAMILY(torchfrag::mujoco_envs::MujocoFamily);
 TORCHFRAG_REGISTER_FAMILY(torchfrag::atari::AtariFamily);
 TORCHFRAG_REGISTER_FAMILY(torchfrag::minigrid::MiniGridFamily);
+TORCHFRAG_REGISTER_FAMILY(torchfrag::dmc::DmcFamily);

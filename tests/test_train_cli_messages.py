@@ -113,7 +113,7 @@ def test_total_frames_counts_the_random_warm_up(tmp_path, monkeypatch) -> None:
     summary = train(cfg, run_dir=str(tmp_path))
     # 1,000 random frames (125 steps of 8 envs), then ceil(1,048 / 128) = 9 iterations of 8 x 16.
     assert summary["frames"] == 1000 + 9 * 128 == 2152 and summary["iterations"] == 9
-    assert bars == [(2152, 2152)]
+    assert bars and set(bars) == {(2152, 2152)}  # (close may run again from __del__)
     with open(tmp_path / "train" / "scalars" / "train" / "fps.csv") as f:  # rows: step (frames), fps
         steps = [int(row[0]) for row in csv.reader(f)]
     assert steps and steps[-1] == 2152 and steps[0] == 1000 + 128

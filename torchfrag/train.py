@@ -24,6 +24,7 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -31,9 +32,15 @@ import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+try:
+    from omegaconf import MISSING, DictConfig, OmegaConf
+except KeyboardInterrupt:  # Ctrl-C while `python -m torchfrag.train` starts: no traceback
+    if __name__ != "__main__":
+        raise
+    os.write(2, b"torchfrag.train: interrupted (Ctrl-C) while starting\n")
+    os._exit(130)
 
 logger = logging.getLogger(__name__)
 
@@ -587,7 +594,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     final_frames = pcfg.warmup_frames + iterations * pcfg.frames_per_iteration  # warm-up counts
     bar = tqdm(total=final_frames, initial=rollout.frames, unit="frames", unit_scale=True,
                disable=not cfg.progress, dynamic_ncols=True)
-    state = {"t0": time.perf_counter(), "f0": rollout.frames, "last": None}
+    state = {"t0": time.perf_counter(), "f0": rollout.frames, "last": None, "checkpoint": resume_path}
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
 
     def checkpoint(iteration: int) -> str:
@@ -597,6 +604,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         path = os.path.join(ckpt_dir, f"iter_{iteration:06d}.pt")
         save_checkpoint(payload, path)
         save_checkpoint(payload, os.path.join(ckpt_dir, "latest.pt"))
+        state["checkpoint"] = path
         return path
 
     def hook(i: int, metrics: Any, g: Any) -> bool:
@@ -630,6 +638,9 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         result = run(graph, policy=cfg.policy if cfg.policy.name != "local" else "local",
                      factory=factory, iterations=max(0, iterations - start),
                      hooks=[hook], start=start)
+    except KeyboardInterrupt:
+        _log_interrupt(rollout.frames, state["checkpoint"])
+        raise
     finally:
         bar.close()
     train_seconds = time.perf_counter() - t_start
@@ -710,6 +721,18 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     return summary["eval_return"]
 
 
+def _log_interrupt(frames: int, checkpoint: str | None) -> None:
+    """The one line a Ctrl-C of training leaves: where it stopped and what to resume from."""
+    _INTERRUPT["logged"] = True
+    logger.warning("interrupted (Ctrl-C) at %d frames; %s", frames,
+                   f"resume={checkpoint} continues from its last checkpoint" if checkpoint
+                   else "no checkpoint written yet")
+
+
+#: Whether :func:`train` already logged the Ctrl-C (:func:`main` logs one otherwise).
+_INTERRUPT = {"logged": False}
+
+
 def _restore_full_error_setting() -> None:
     """Puts ``HYDRA_FULL_ERROR`` back as the user had it (:func:`main` sets it while composing)."""
     if not _FULL_ERRORS["asked"]:
@@ -726,7 +749,45 @@ def _refuse(err: Exception) -> None:
 
 
 def main() -> None:
-    """Console entry point (``torchfrag-train`` / ``python -m torchfrag.train``)."""
+    """Console entry point (``torchfrag-train`` / ``python -m torchfrag.train``).
+
+    A refusal or a config Hydra cannot compose ends with one line on stderr and status 1;
+    Ctrl-C with one line (where training stopped, what to resume from) and status 130.
+    """
+    try:
+        _main()
+    except KeyboardInterrupt:
+        # The run's cleanup (workers stopped and reaped, envs closed) already ran on the way
+        # out. Exit now: interpreter teardown could otherwise wait on RPC's exit handlers or
+        # on threads left blocked by the interrupted start-up. 130 = killed by SIGINT.
+        if not _INTERRUPT["logged"]:
+            if logging.getLogger().handlers:  # Hydra's logging is set up: console and train.log
+                logger.warning("interrupted (Ctrl-C) before training started")
+            else:
+                os.write(2, b"torchfrag.train: interrupted (Ctrl-C) while starting\n")
+        logging.shutdown()
+        os._exit(130)
+
+
+@contextlib.contextmanager
+def _sigint_exits() -> Iterator[None]:
+    """A Ctrl-C within the block exits at once with one line and status 130, nothing to clean
+    up yet: raised as ``KeyboardInterrupt`` inside a native module's import (torch's), it
+    crashed the process with SIGSEGV."""
+    import signal
+
+    def leave(signum: int, frame: Any) -> None:
+        os.write(2, b"torchfrag.train: interrupted (Ctrl-C) while starting\n")
+        os._exit(130)
+
+    previous = signal.signal(signal.SIGINT, leave)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _main() -> None:
     import sys
 
     import hydra
@@ -739,7 +800,15 @@ def main() -> None:
     # here as exceptions, to be reported in one line; _hydra_main restores the user's setting.
     _FULL_ERRORS["asked"] = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    register_schemas()
+    with _sigint_exits():  # imports torch and the env pool
+        register_schemas()
+    # tqdm's default lock holds a multiprocessing semaphore, which the os._exit on Ctrl-C
+    # would leak (the resource tracker then prints a warning after our one line).
+    import threading
+
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
     try:
         hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_hydra_main)()
     except Exception as err:
@@ -750,13 +819,6 @@ def main() -> None:
 
         raise SystemExit("torchfrag.train: error: "
                          + composition_error_line(err, sys.argv[1:])) from None
-    except KeyboardInterrupt:
-        # The run's cleanup (workers stopped and reaped, envs closed) already ran on the way
-        # out. Exit now: interpreter teardown could otherwise wait on RPC's exit handlers or
-        # on threads left blocked by the interrupted start-up. 130 = killed by SIGINT.
-        logger.warning("interrupted (Ctrl-C)")
-        logging.shutdown()
-        os._exit(130)
 
 
 if __name__ == "__main__":

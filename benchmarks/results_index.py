@@ -117,6 +117,14 @@ def _policies(d: dict[str, Any]) -> list[Headline]:
                      _ratio(h["slow_speedup"]), "7x")]
 
 
+def _cluster(d: dict[str, Any]) -> list[Headline]:
+    h = d["headline"]
+    top = f"actors x{h['hosts']}"
+    return [Headline(f"`actors` across simulated hosts (namespaces), slow env, 1 -> {h['hosts']} hosts, frames/s",
+                     _rate(statistics.median(h["runs"][top])),
+                     f"1 host {_rate(statistics.median(h['runs']['actors x1']))}", _ratio(h["ratio"]), "6.5x")]
+
+
 def _policies_cartpole(d: dict[str, Any]) -> list[Headline]:
     p = d["cartpole_pair"]
     m = p["fps_median"]
@@ -197,6 +205,9 @@ BENCHMARKS: list[Benchmark] = [
               "The alternating headline pairs alone", ("policies_headline.json",)),
     Benchmark("policies_multi_learner", "python -m benchmarks.policies --multi-learner-only",
               "multi_learner vs actors on the slow env", ("policies_multi_learner.json",)),
+    Benchmark("cluster", "python -m benchmarks.cluster (as root)",
+              "Policies across simulated hosts: scaling, link limits, bytes predicted vs carried, 64-node model",
+              ("cluster.json", "cluster.png"), _cluster),
     Benchmark("device", "python -m benchmarks.device (bash benchmarks/gpu_check.sh on a GPU machine)",
               "Torch-native and MuJoCo Warp envs, single_device PPO; the GPU figures",
               ("device.json", "device.png", "device_gpu.png"), _device),

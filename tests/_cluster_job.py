@@ -5,11 +5,14 @@
 the frames its rollout counted and the iterations it ran to ``<out>/counts.json``, and the workers that
 failed and the frames that were lost with them (``policy.on_failure=continue``) to ``<out>/lost.json``;
 every other rank serves as a worker. The policy is JSON, or the path of a user's YAML policy file
-(``<config folder>/policy/<name>.yaml``). :func:`train` is the same run in one process (loopback).
+(``<config folder>/policy/<name>.yaml``). With ``CLUSTER_JOB_COUNT_BYTES=1``, node 0 also saves what
+every host has sent so far after iteration ``i`` to ``<out>/sent<i>.json``. :func:`train` is the same
+run in one process (loopback).
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ from torchfrag.algos.loop import env_fragment
 from torchfrag.graph import capture
 from torchfrag.policies import PPOFactory, load_policy_file
 from torchfrag.runtime import run
+from torchfrag.testing.cluster import sent_bytes
 
 CFG = {"num_envs": 4, "steps": 16, "minibatch_size": 32, "epochs": 2}
 
@@ -31,8 +35,12 @@ def train(policy: Any, iterations: int, out: Path | None = None) -> torch.Tensor
     factory = PPOFactory("CartPole-v1", CFG, exploration="mode")
     loop = factory()
 
+    count_bytes = os.environ.get("CLUSTER_JOB_COUNT_BYTES") == "1"
+
     def mark(i: int, _out: Any, _graph: Any) -> None:
         if out is not None:
+            if count_bytes:  # what every host has sent so far, after iteration i
+                (out / f"sent{i}.json").write_text(json.dumps(sent_bytes()))
             (out / f"iter{i}").touch()
 
     result = run(capture(loop), policy, iterations=iterations, factory=factory, hooks=[mark])

@@ -4,8 +4,8 @@ and a host that joins late.
 Hosts as in ``test_cluster.py`` (namespaces on a bridge, every node started with the README's
 ``torchrun`` command running ``_cluster_job.py``). Stated bounds:
 
-* a user's YAML policy (``kind: actors`` with a rule of its own) runs across 3 hosts and gives
-  the same parameters as the same run over loopback;
+* a user's YAML policy (``kind: actors`` with a rule of its own) runs across 3 hosts, one of which
+  joins late, and gives the same parameters as the same run over loopback;
 * ``policy.on_failure=continue``: a worker host killed mid-run is noticed at once (its sockets
   close); the run goes on with the other actor to its last iteration, the driver reports the
   worker and the frames lost, and every training process exits by itself within T + 15 s of the
@@ -29,8 +29,6 @@ from _cluster_job import CFG, train
 from test_cluster import (  # noqa: F401 (three_hosts is a fixture)
     ITER,
     T,
-    check_equals_loopback,
-    hosts_empty_after,
     one_line,
     start_job,
     three_hosts,
@@ -38,6 +36,7 @@ from test_cluster import (  # noqa: F401 (three_hosts is a fixture)
 )
 
 FRAMES = CFG["num_envs"] * CFG["steps"]  # per iteration
+LATE = 8.0  # how late host 2 joins
 
 USER_POLICY = """\
 # A user's policy in their own config folder: the shipped actors, with the advantage
@@ -53,12 +52,26 @@ rules:
 """
 
 
-def test_user_policy_across_three_hosts_equals_loopback(three_hosts, tmp_path):
+def test_user_policy_across_three_hosts_one_joining_late(three_hosts, tmp_path):
+    """A user's YAML policy from their own config folder; host 2 starts ``LATE`` s after the others."""
+    c, out = three_hosts, tmp_path / "out"
     folder = tmp_path / "conf" / "policy"
     folder.mkdir(parents=True)
     path = folder / "my_actors.yaml"
     path.write_text(USER_POLICY)
-    check_equals_loopback(three_hosts, str(path), tmp_path / "out")
+    rdzv = ("--rdzv-conf", "timeout=60")
+    first = start_job(c, str(path), ITER, out, hosts=range(2), torchrun_args=rdzv)
+    time.sleep(LATE)
+    assert all(p.poll() is None for p in first), c.log(0)[-3000:]  # still waiting, not failed
+    assert not (out / "iter0").exists()
+    late = start_job(c, str(path), ITER, out, hosts=range(2, 3), torchrun_args=rdzv)
+    procs = first + late
+    wait_all(procs, 150)
+    assert [p.poll() for p in procs] == [0, 0, 0], "\n".join(c.log(i)[-1500:] for i in range(3))
+    counts = json.loads((out / "counts.json").read_text())
+    assert counts == {"frames": ITER * FRAMES, "iterations": ITER}, counts
+    # The same run over loopback: the same parameters, the rule and the late host changed nothing.
+    assert torch.equal(torch.load(out / "params.pt"), train(str(path), ITER))
 
 
 def test_on_failure_continue_when_a_worker_host_dies(three_hosts, tmp_path):
@@ -107,23 +120,3 @@ def _is_agent(pid: int) -> bool:
         return b"torch.distributed.run" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return True  # gone
-
-
-LATE = 8.0
-
-
-def test_host_that_joins_late(three_hosts, tmp_path):
-    c, out = three_hosts, tmp_path / "out"
-    policy = {"name": "actors", "actors": 2, "timeout": 60}
-    rdzv = ("--rdzv-conf", "timeout=60")
-    first = start_job(c, policy, ITER, out, hosts=range(2), torchrun_args=rdzv)
-    time.sleep(LATE)
-    assert all(p.poll() is None for p in first), c.log(0)[-3000:]  # still waiting, not failed
-    assert not (out / "iter0").exists()
-    late = start_job(c, policy, ITER, out, hosts=range(2, 3), torchrun_args=rdzv)
-    procs = first + late
-    wait_all(procs, 150)
-    assert [p.poll() for p in procs] == [0, 0, 0], "\n".join(c.log(i)[-1500:] for i in range(3))
-    assert torch.equal(torch.load(out / "params.pt"), train(policy, ITER))
-    counts = json.loads((out / "counts.json").read_text())
-    assert counts == {"frames": ITER * FRAMES, "iterations": ITER}, counts

@@ -35,14 +35,17 @@ log = logging.getLogger("benchmarks.envs")
 # Gymnasium 1.4 (and torchfrag) name Taxi v4; envpool 1.2.5 has the same default dynamics as
 # Taxi-v3 (v4 changed only the is_rainy / fickle_passenger variants).
 _ENVPOOL_IDS = {"Taxi-v4": "Taxi-v3"}
-# Discrete action counts; Pendulum is the one continuous env here.
-_NUM_ACTIONS = {"CartPole-v1": 2, "FrozenLake-v1": 4, "Taxi-v4": 6}
 
 
 def _actions(env_id: str, n: int, rng: np.random.Generator, count: int = 64) -> list[np.ndarray]:
-    if env_id == "Pendulum-v1":
-        return [rng.uniform(-2, 2, size=(n, 1)).astype(np.float32) for _ in range(count)]
-    return [rng.integers(0, _NUM_ACTIONS[env_id], size=n).astype(np.int64) for _ in range(count)]
+    """Random actions for ``n`` envs from the env's own action space (discrete or box)."""
+    from torchfrag.envs import spec
+
+    space = spec(env_id).action_space
+    if hasattr(space, "n"):
+        return [rng.integers(0, space.n, size=n).astype(np.int64) for _ in range(count)]
+    return [rng.uniform(space.low, space.high, size=(n, *space.shape)).astype(np.float32)
+            for _ in range(count)]
 
 
 def torchfrag_runner(env_id: str, n: int, mode: str, threads: int, min_time: float

@@ -39,7 +39,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Family -> env ids measured (envpool 1.2.5 has the same ids).
 FAMILIES = {
-    "box2d": ["LunarLander-v3", "LunarLanderContinuous-v3"],
+    "box2d": ["LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
+              "BipedalWalkerHardcore-v3"],
 }
 
 
@@ -62,10 +63,8 @@ def _build_box2d_limit(workdir: str) -> str:
 def limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: float
                  ) -> Callable[[], float]:
     """One measurement of the plain C++ loop over the same envs."""
-    continuous = "1" if "Continuous" in env_id else "0"
-
     def measure() -> float:
-        out = subprocess.run([exe, continuous, str(n), str(threads), str(min_time)],
+        out = subprocess.run([exe, env_id, str(n), str(threads), str(min_time)],
                              check=True, capture_output=True, text=True)
         return float(out.stdout.strip())
     return measure

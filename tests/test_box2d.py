@@ -135,6 +135,27 @@ def test_spec_is_gymnasiums(env_id: str) -> None:
     assert ours.reward_threshold == ref.spec.reward_threshold
 
 
+@pytest.mark.parametrize("env_id", BOX2D_IDS)
+def test_every_face_builds_the_env(env_id: str) -> None:
+    """Gymnasium make_vec and TorchRL's PoolEnv (check_env_specs) over the same pool."""
+    from torchrl.envs.utils import check_env_specs
+
+    import torchfrag.envs  # noqa: F401 - registers torchfrag/<EnvId>
+    from torchfrag.envs import PoolEnv
+
+    envs = gymnasium.make_vec(f"torchfrag/{env_id}", num_envs=3,
+                              vectorization_mode="vector_entry_point")
+    obs, _ = envs.reset(seed=0)
+    assert obs.shape == (3, *spec(env_id).observation_space.shape)
+    obs, reward, terminated, truncated, _ = envs.step(envs.action_space.sample())
+    assert obs.dtype == np.float32 and reward.shape == (3,)
+    envs.close()
+    env = PoolEnv(env_id, num_envs=2, seed=1)
+    check_env_specs(env, seed=0)
+    assert env.rollout(5)["next", "reward"].shape == (2, 5, 1)
+    env.close()
+
+
 def test_continuous_option_switches_the_action_space() -> None:
     assert spec("LunarLander-v3", continuous=True).action_space == spec(
         "LunarLanderContinuous-v3").action_space

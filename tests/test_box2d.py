@@ -218,10 +218,16 @@ def test_seeds_change_the_terrain_and_push() -> None:
     ({"gravity": -12.0}, "gravity"),
     ({"gravity": 3.0}, "gravity"),
     ({"hardcore": True}, "hardcore"),
+    ({"continuous": "yes"}, "continuous"),
 ])
 def test_bad_options_are_refused(options: dict, match: str) -> None:
     with pytest.raises((ValueError, TypeError, KeyError), match=match):
         make("LunarLander-v3", num_envs=1, **options)
+
+
+def test_walker_refuses_options_it_does_not_have() -> None:
+    with pytest.raises((ValueError, KeyError), match="continuous"):
+        make("BipedalWalker-v3", num_envs=1, continuous=True)
 
 
 def test_bad_actions_are_refused() -> None:
@@ -260,3 +266,32 @@ def test_ppo_preset_learns_lunar_lander(tmp_path) -> None:
     first, last = np.mean(returns[:3]), np.mean(returns[-5:])
     assert first < -100, returns[:3]
     assert last > -20, f"training returns went from {first:.1f} to {last:.1f}"
+
+
+def test_build_tool_extracts_the_engine_with_a_throwing_assert(tmp_path, monkeypatch) -> None:
+    """build_tools/box2d.py: the engine comes from the checked sdist, b2Assert no longer touches
+    Python (it runs on worker threads without the GIL), and a tarball with another hash is refused."""
+    import os
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, root)
+    try:
+        from build_tools import box2d as build_box2d
+    finally:
+        sys.path.remove(root)
+    cached = os.path.join(root, "build", "native", "box2d",
+                          f"Box2D-{build_box2d.BOX2D_SDIST_VERSION}.tar.gz")
+    if not os.path.isfile(cached):
+        pytest.skip("no cached Box2D sdist (the extension was built elsewhere)")
+    monkeypatch.setenv("TORCHFRAG_BOX2D_SDIST", cached)
+    src = build_box2d.source_root(str(tmp_path / "a"))
+    with open(os.path.join(src, "Box2D", "Common", "b2Settings.h"), encoding="latin-1") as f:
+        settings = f.read()
+    assert "std::logic_error" in settings and "PyErr_SetString" not in settings
+    assert len(build_box2d.ext_args(str(tmp_path / "a"))["sources"]) > 40
+    bad = tmp_path / "Box2D-bad.tar.gz"
+    bad.write_bytes(b"not the sdist")
+    monkeypatch.setenv("TORCHFRAG_BOX2D_SDIST", str(bad))
+    with pytest.raises(SystemExit, match="SHA-256"):
+        build_box2d.source_root(str(tmp_path / "b"))

@@ -31,7 +31,7 @@ from benchmarks._common import (
     print_table,
     write_json,
 )
-from benchmarks.envs import envpool_runner, torchfrag_runner
+from benchmarks.envs import pool_runners
 
 log = logging.getLogger("benchmarks.catalog")
 
@@ -76,15 +76,7 @@ def run(family: str, sizes: list[int], repeats: int, min_time: float, threads: i
         exe = _build_box2d_limit(tmp) if family == "box2d" else None
         for env_id in FAMILIES[family]:
             for n in sizes:
-                runners: dict[str, Callable[[], float]] = {}
-                closers = []
-                for name, make_runner in (
-                    ("torchfrag", lambda: torchfrag_runner(env_id, n, "sync", threads, min_time)),
-                    ("envpool", lambda: envpool_runner(env_id, n, "sync", threads, min_time)),
-                ):
-                    fn, close = make_runner()
-                    runners[name] = fn
-                    closers.append(close)
+                runners, closers = pool_runners(env_id, n, "sync", threads, min_time)
                 if exe is not None:
                     runners["limit"] = limit_runner(exe, env_id, n, threads, min_time)
                 log.info("measuring %s n=%d", env_id, n)

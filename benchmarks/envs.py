@@ -110,6 +110,18 @@ def envpool_runner(env_id: str, n: int, mode: str, threads: int, min_time: float
     return (lambda: rate(step, min_time)), env.close
 
 
+def pool_runners(env_id: str, n: int, mode: str, threads: int, min_time: float
+                 ) -> tuple[dict[str, Callable[[], float]], list[Callable[[], None]]]:
+    """torchfrag's and envpool's runners for one configuration, and their closers."""
+    runners: dict[str, Callable[[], float]] = {}
+    closers = []
+    for name, make_runner in (("torchfrag", torchfrag_runner), ("envpool", envpool_runner)):
+        fn, close = make_runner(env_id, n, mode, threads, min_time)
+        runners[name] = fn
+        closers.append(close)
+    return runners, closers
+
+
 def gymnasium_runner(kind: str, env_id: str, n: int, min_time: float
                      ) -> tuple[Callable[[], float], Callable[[], None]]:
     import gymnasium
@@ -133,15 +145,7 @@ def run(env_ids: list[str], sizes: list[int], modes: list[str], repeats: int, mi
     for env_id in env_ids:
         for n in sizes:
             for mode in modes:
-                runners: dict[str, Callable[[], float]] = {}
-                closers = []
-                for name, make_runner in (
-                    ("torchfrag", lambda: torchfrag_runner(env_id, n, mode, threads, min_time)),
-                    ("envpool", lambda: envpool_runner(env_id, n, mode, threads, min_time)),
-                ):
-                    fn, close = make_runner()
-                    runners[name] = fn
-                    closers.append(close)
+                runners, closers = pool_runners(env_id, n, mode, threads, min_time)
                 # Gymnasium vector envs have one (sync) API: measured once per size.
                 if mode == "sync":
                     fn, close = gymnasium_runner("gym_sync", env_id, n, min_time)

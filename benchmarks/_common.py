@@ -182,13 +182,52 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: st
     return text
 
 
+#: Packages whose versions a result records: the peers a figure is a ratio against, and our own stack.
+PEER_PACKAGES = ("envpool", "torchrl", "tensordict", "torch", "gymnasium", "ale-py", "mujoco", "dm-control",
+                 "minigrid", "box2d")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), or the platform's processor string."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    found = {}
+    for name in PEER_PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
 def machine_info() -> dict[str, Any]:
-    """Where the numbers were taken."""
+    """Where and when the numbers were taken: date, machine, load and the peers' versions.
+
+    The results page of the docs (``benchmarks/results_index.py``) shows these beside every figure.
+    """
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = None
     return {
         "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "loadavg": load,
+        "versions": _versions(),
     }
 
 

@@ -56,6 +56,7 @@ import torch
 from benchmarks._common import (
     alternate,
     bar_plot,
+    cpu_model,
     fmt_rate,
     fmt_ratio,
     median,
@@ -67,20 +68,6 @@ from benchmarks._common import (
 log = logging.getLogger("benchmarks.device")
 
 ENV_ID = "CartPole-v1"
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), or the platform's processor string."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "unknown"
 
 
 def gpu_model() -> str | None:

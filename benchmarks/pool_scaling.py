@@ -173,7 +173,8 @@ def run(threads: Sequence[int] = THREADS, quick: bool = False, rounds: int | Non
         seconds: float | None = None, tasks: Sequence[str] | None = None,
         systems: Sequence[str] = SYSTEMS, out: str | None = None) -> dict[str, Any]:
     """Runs the scaling measurement, prints the table, writes the JSON and PNG; returns the report."""
-    from benchmarks.device import cpu_model, gpu_model
+    from benchmarks._common import cpu_model
+    from benchmarks.device import gpu_model
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     counts = thread_counts([1, 2] if quick else threads)

@@ -5,6 +5,8 @@
 #include "box2d/lunar_lander.h"
 #include "classic_control.h"
 #include "debug.h"
+#include "dmc.h"
+#include "minigrid.h"
 #include "mujoco.h"
 #include "toy_text.h"
 
@@ -26,3 +28,5 @@ TORCHFRAG_REGISTER_ENV(torchfrag::box2d::BipedalWalkerHardcore, "BipedalWalkerHa
 TORCHFRAG_REGISTER_ENV(torchfrag::DebugEnv, "Debug-v0");
 TORCHFRAG_REGISTER_FAMILY(torchfrag::mujoco_envs::MujocoFamily);
 TORCHFRAG_REGISTER_FAMILY(torchfrag::atari::AtariFamily);
+TORCHFRAG_REGISTER_FAMILY(torchfrag::minigrid::MiniGridFamily);
+TORCHFRAG_REGISTER_FAMILY(torchfrag::dmc::DmcFamily);

@@ -71,6 +71,10 @@ class PoolRng:
             return math.sqrt(-2.0 * math.log(u1)) * math.cos(6.283185307179586 * u2)
         return self._draw(one, size)
 
+    def random(self, size=None):
+        """Uniform in [0, 1), as ``Rng::uniform()``."""
+        return self._draw(self._unit, size)
+
     def integers(self, low: int, high: int) -> int:
         """An int in [low, high), drawn as csrc/rng.h's ``Rng::integer`` (no modulo bias)."""
         n = high - low

@@ -1,6 +1,7 @@
 // Every env family the extension ships: one line each.
 #include "../registry.h"
 #include "atari.h"
+#include "box2d/bipedal_walker.h"
 #include "box2d/lunar_lander.h"
 #include "classic_control.h"
 #include "debug.h"
@@ -22,6 +23,8 @@ TORCHFRAG_REGISTER_ENV(torchfrag::toy_text::CliffWalkingSlippery, "CliffWalkingS
 TORCHFRAG_REGISTER_ENV(torchfrag::toy_text::Blackjack, "Blackjack-v1");
 TORCHFRAG_REGISTER_ENV(torchfrag::box2d::LunarLanderDiscrete, "LunarLander-v3");
 TORCHFRAG_REGISTER_ENV(torchfrag::box2d::LunarLanderContinuous, "LunarLanderContinuous-v3");
+TORCHFRAG_REGISTER_ENV(torchfrag::box2d::BipedalWalkerNormal, "BipedalWalker-v3");
+TORCHFRAG_REGISTER_ENV(torchfrag::box2d::BipedalWalkerHardcore, "BipedalWalkerHardcore-v3");
 TORCHFRAG_REGISTER_ENV(torchfrag::DebugEnv, "Debug-v0");
 TORCHFRAG_REGISTER_FAMILY(torchfrag::mujoco_envs::MujocoFamily);
 TORCHFRAG_REGISTER_FAMILY(torchfrag::atari::AtariFamily);

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "../../env.h"
+#include "common.h"
 
 namespace torchfrag {
 namespace box2d {
@@ -93,7 +94,7 @@ class LunarLander : public Env {
     // A fresh world per episode, as Gymnasium's reset: the broad-phase proxy
     // ids (and so the contact order) then start from the same state.
     world_.reset();
-    contacts_ = Contacts{};
+    contacts_ = ContactFlags<2>{};
     world_ = std::make_unique<b2World>(b2Vec2(0.0f, static_cast<float>(gravity_)));
     world_->SetContactListener(&contacts_);
     prev_shaping_valid_ = false;
@@ -136,11 +137,7 @@ class LunarLander : public Env {
     const double initial_y = kViewportH / kScale;
     const double initial_x = kViewportW / kScale / 2;
     {
-      b2BodyDef bd;
-      bd.type = b2_dynamicBody;
-      bd.position.Set(static_cast<float>(initial_x), static_cast<float>(initial_y));
-      bd.angle = 0.0f;
-      lander_ = world_->CreateBody(&bd);
+      lander_ = dynamic_body(world_.get(), initial_x, initial_y, 0.0);
       static constexpr int kPoly[6][2] = {{-14, 17}, {-17, 0}, {-17, -10},
                                           {17, -10}, {17, 0},  {14, 17}};
       b2Vec2 verts[6];
@@ -148,16 +145,7 @@ class LunarLander : public Env {
         verts[k].Set(static_cast<float>(kPoly[k][0] / kScale),
                      static_cast<float>(kPoly[k][1] / kScale));
       }
-      b2PolygonShape poly;
-      poly.Set(verts, 6);
-      b2FixtureDef fd;
-      fd.shape = &poly;
-      fd.density = 5.0f;
-      fd.friction = 0.1f;
-      fd.filter.categoryBits = 0x0010;
-      fd.filter.maskBits = 0x001;
-      fd.restitution = 0.0f;
-      lander_->CreateFixture(&fd);
+      add_polygon(lander_, verts, 6, 5.0f, 0.1f, {0x0010, 0x001});
     }
     const double fx = rng.uniform(-kInitialRandom, kInitialRandom);
     const double fy = rng.uniform(-kInitialRandom, kInitialRandom);
@@ -171,12 +159,8 @@ class LunarLander : public Env {
 
     for (int k = 0; k < 2; ++k) {
       const int i = k == 0 ? -1 : 1;
-      b2BodyDef bd;
-      bd.type = b2_dynamicBody;
-      bd.position.Set(static_cast<float>(initial_x - i * kLegAway / kScale),
-                      static_cast<float>(initial_y));
-      bd.angle = static_cast<float>(i * 0.05);
-      b2Body* leg = world_->CreateBody(&bd);
+      b2Body* leg = dynamic_body(world_.get(), initial_x - i * kLegAway / kScale, initial_y,
+                                 i * 0.05);
       b2PolygonShape box;
       box.SetAsBox(static_cast<float>(kLegW / kScale), static_cast<float>(kLegH / kScale));
       b2FixtureDef fd;
@@ -189,10 +173,7 @@ class LunarLander : public Env {
       b2RevoluteJointDef rjd;
       rjd.bodyA = lander_;
       rjd.bodyB = leg;
-      // pybox2d's revoluteJointDef sets referenceAngle to bodyB.angle -
-      // bodyA.angle (computed in Python doubles) when it is not given.
-      rjd.referenceAngle = static_cast<float>(static_cast<double>(leg->GetAngle()) -
-                                              static_cast<double>(lander_->GetAngle()));
+      rjd.referenceAngle = pybox2d_reference_angle(lander_, leg);
       rjd.localAnchorA.Set(0.0f, 0.0f);
       rjd.localAnchorB.Set(static_cast<float>(i * kLegAway / kScale),
                            static_cast<float>(kLegDown / kScale));
@@ -210,8 +191,8 @@ class LunarLander : public Env {
       world_->CreateJoint(&rjd);
       legs_[k] = leg;
     }
-    contacts_.lander = lander_;
-    contacts_.legs = legs_;
+    contacts_.fatal = lander_;
+    contacts_.tracked = legs_;
 
     // Gymnasium's reset returns the observation of a first no-op step.
     static constexpr double kNoop[2] = {0.0, 0.0};
@@ -235,34 +216,9 @@ class LunarLander : public Env {
   }
 
  private:
-  // Gymnasium's ContactDetector: the lander touching anything ends the game;
-  // the legs' ground contact is part of the observation.
-  struct Contacts : b2ContactListener {
-    b2Body* lander = nullptr;
-    std::array<b2Body*, 2> legs{nullptr, nullptr};
-    bool game_over = false;
-    std::array<bool, 2> ground{false, false};
-
-    void BeginContact(b2Contact* c) override {
-      b2Body* a = c->GetFixtureA()->GetBody();
-      b2Body* b = c->GetFixtureB()->GetBody();
-      if (lander == a || lander == b) game_over = true;
-      for (int i = 0; i < 2; ++i) {
-        if (legs[i] == a || legs[i] == b) ground[i] = true;
-      }
-    }
-    void EndContact(b2Contact* c) override {
-      b2Body* a = c->GetFixtureA()->GetBody();
-      b2Body* b = c->GetFixtureB()->GetBody();
-      for (int i = 0; i < 2; ++i) {
-        if (legs[i] == a || legs[i] == b) ground[i] = false;
-      }
-    }
-  };
-
   StepResult advance(const Action& a, Rng& rng, const Row& out) {
     using namespace lunar;
-    if (enable_wind_ && !(contacts_.ground[0] || contacts_.ground[1])) {
+    if (enable_wind_ && !(contacts_.touching[0] || contacts_.touching[1])) {
       const double wind_mag =
           std::tanh(std::sin(0.02 * wind_idx_) + std::sin(M_PI * 0.01 * wind_idx_)) * wind_power_;
       ++wind_idx_;
@@ -331,8 +287,8 @@ class LunarLander : public Env {
         vel.y * (kViewportH / kScale / 2) / kFps,
         static_cast<double>(lander_->GetAngle()),
         20.0 * lander_->GetAngularVelocity() / kFps,
-        contacts_.ground[0] ? 1.0 : 0.0,
-        contacts_.ground[1] ? 1.0 : 0.0};
+        contacts_.touching[0] ? 1.0 : 0.0,
+        contacts_.touching[1] ? 1.0 : 0.0};
     const double shaping = -100 * std::sqrt(state[0] * state[0] + state[1] * state[1]) -
                            100 * std::sqrt(state[2] * state[2] + state[3] * state[3]) -
                            100 * std::abs(state[4]) + 10 * state[6] + 10 * state[7];
@@ -361,7 +317,7 @@ class LunarLander : public Env {
   double gravity_;
   bool enable_wind_;
   double wind_power_, turbulence_power_;
-  Contacts contacts_;
+  ContactFlags<2> contacts_;
   // Declared after contacts_ so the world (which calls the listener while
   // destroying contacts) goes first.
   std::unique_ptr<b2World> world_;

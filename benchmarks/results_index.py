@@ -175,6 +175,8 @@ BENCHMARKS: list[Benchmark] = [
               ("envs.json", "envs.png"), _envs),
     Benchmark("envs_toy_text", "python -m benchmarks.envs --toy-text", "Toy text vs envpool",
               ("envs_toy_text.json", "envs_toy_text.png")),
+    Benchmark("catalog_minigrid", "python -m benchmarks.catalog --family minigrid",
+              "MiniGrid vs envpool", ("catalog_minigrid.json", "catalog_minigrid.png")),
     Benchmark("atari", "python -m benchmarks.atari",
               "Atari vs envpool and ale-py's AtariVectorEnv, and the emulation limit",
               ("atari.json", "atari.png"), _atari),

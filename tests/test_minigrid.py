@@ -67,13 +67,13 @@ def test_spec_is_minigrids(env_id: str) -> None:
 
 
 def _run_side_by_side(env_id: str, seeds: list[int], steps: int, max_steps: int | None,
-                      action_seed: int = 0) -> dict[str, int]:
+                      action_seed: int = 0, probs: list[float] | None = None) -> dict[str, int]:
     """Steps the pool and one reference per env under the same random actions; asserts equality."""
     kwargs = {} if max_steps is None else {"max_steps": max_steps}
     options = {} if max_steps is None else {"max_episode_steps": max_steps}
     n = len(seeds)
     refs = [_reference(env_id, **kwargs) for _ in seeds]
-    counts = {"episodes": 0, "wins": 0, "losses": 0}
+    counts = {"episodes": 0, "wins": 0, "losses": 0, "carrying": 0, "unlocked": 0}
     with make(env_id, num_envs=n, seed=0, reference_seed=seeds, **options) as pool:
         obs, info = pool.reset()
         r_obs = [ref.reset(seed=s)[0] for ref, s in zip(refs, seeds)]
@@ -88,7 +88,7 @@ def _run_side_by_side(env_id: str, seeds: list[int], steps: int, max_steps: int 
         for i in range(n):
             check(i, r_obs[i], f"{env_id} env {i} first reset")
         for t in range(steps):
-            actions = rng.integers(0, pool.action_space.n, size=n)
+            actions = rng.choice(pool.action_space.n, size=n, p=probs)
             obs, reward, terminated, truncated, info = pool.step(actions)
             for i, ref in enumerate(refs):
                 where = f"{env_id} env {i} step {t}"
@@ -97,8 +97,12 @@ def _run_side_by_side(env_id: str, seeds: list[int], steps: int, max_steps: int 
                     check(i, ref.reset()[0], where + " (reset)")
                     assert reward[i] == 0 and not terminated[i] and not truncated[i], where
                     continue
+                front = ref.grid.get(*ref.front_pos)
+                was_locked = front is not None and front.type == "door" and front.is_locked
                 ro, rr, rt, rtr, _ = ref.step(int(actions[i]))
                 check(i, ro, where)
+                counts["carrying"] += ref.carrying is not None
+                counts["unlocked"] += was_locked and not front.is_locked
                 assert reward[i] == rr, where
                 assert bool(terminated[i]) == rt and bool(truncated[i]) == rtr, where
                 if rt or rtr:
@@ -134,6 +138,19 @@ def test_rewards_of_success_and_collision_are_compared() -> None:
     fetched = _run_side_by_side("MiniGrid-Fetch-5x5-N2-v0", seeds=[2, 3], steps=300,
                                 max_steps=None)
     assert fetched["wins"] >= 2
+
+
+@pytest.mark.parametrize("env_id", ["MiniGrid-DoorKey-5x5-v0", "MiniGrid-KeyCorridorS3R1-v0",
+                                    "MiniGrid-MemoryS7-v0"])
+def test_keys_doors_and_targets_are_compared(env_id: str) -> None:
+    """Actions weighted to forward/pickup/toggle: keys carried, locked doors opened, ends reached."""
+    probs = [0.15, 0.15, 0.3, 0.15, 0.05, 0.15, 0.05]
+    counts = _run_side_by_side(env_id, seeds=list(range(8)), steps=1000, max_steps=60,
+                               probs=probs)
+    if "Memory" in env_id:  # pickup is toggle there: nothing is carried, the ends are reached
+        assert counts["wins"] >= 1, counts
+    else:
+        assert counts["carrying"] >= 10 and counts["unlocked"] >= 1, counts
 
 
 def _trajectory(env_id: str, num_threads: int, seed: int, batch_size: int | None = None,

@@ -4,7 +4,7 @@ Every algorithm, locally and on a worker's slice of envs, trains on
 :func:`make_env`: a :class:`~torchfrag.envs.PoolEnv` whose float64
 observations (MuJoCo) are cast to float32, whose categorical observations
 (toy text's cell index, Blackjack's three counts) are one-hot encoded and whose
-MiniGrid grid codes (``[7, 7, 3]`` uint8) become flat float32 vectors, with
+MiniGrid's grid codes (``[7, 7, 3]`` uint8) become flat float32 vectors, with
 optional running observation normalisation.
 
 Example:
@@ -69,7 +69,7 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
         transforms.append(DoubleToFloat(in_keys=["observation"]))
     elif OneHotObservation.applies_to(obs_spec):
         transforms.append(OneHotObservation.for_spec(obs_spec))
-    elif _is_grid_code(obs_spec, len(env.batch_size)):
+    elif _is_grid_code(env_id, obs_spec, len(env.batch_size)):
         # MiniGrid's (object, colour, state) codes per cell: small integers, not
         # pixels, so no CNN and no /255; an MLP reads them as a flat vector.
         transforms += [DTypeCastTransform(torch.uint8, torch.float32, in_keys=["observation"]),
@@ -178,9 +178,10 @@ def is_discrete(env: EnvBase) -> bool:
     return spec.dtype in (torch.int64, torch.int32) or hasattr(spec.space, "n")
 
 
-def _is_grid_code(spec: Any, batch_dims: int) -> bool:
-    """A channels-last ``[H, W, 3]`` uint8 observation of cell codes (MiniGrid's image)."""
-    return (spec.dtype == torch.uint8 and spec.ndim - batch_dims == 3 and spec.shape[-1] == 3)
+def _is_grid_code(env_id: str, spec: Any, batch_dims: int) -> bool:
+    """MiniGrid's ``[7, 7, 3]`` uint8 cell codes (not an RGB picture such as CarRacing's)."""
+    return (env_id.startswith("MiniGrid-") and spec.dtype == torch.uint8
+            and spec.ndim - batch_dims == 3)
 
 
 def is_image(env: EnvBase) -> bool:

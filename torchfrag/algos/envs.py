@@ -3,8 +3,8 @@
 Every algorithm, locally and on a worker's slice of envs, trains on
 :func:`make_env`: a :class:`~torchfrag.envs.PoolEnv` whose float64
 observations (MuJoCo) are cast to float32, whose categorical observations
-(toy text's cell index, Blackjack's three counts) are one-hot encoded and whose
-MiniGrid's grid codes (``[7, 7, 3]`` uint8) become flat float32 vectors, with
+(toy text's cell index, Blackjack's three counts) are one-hot encoded, and whose
+MiniGrid grid codes (``[7, 7, 3]`` uint8) become flat float32 vectors, with
 optional running observation normalisation.
 
 Example:

@@ -62,10 +62,12 @@ def three_hosts(tmp_path: Path) -> Iterator[Cluster]:
     yield from make_cluster(3, tmp_path / "logs")
 
 
-def start_job(cluster: Cluster, policy: dict, iterations: int, out: Path, hosts: range | None = None,
+def start_job(cluster: Cluster, policy: dict | str, iterations: int, out: Path, hosts: range | None = None,
               torchrun_args: tuple[str, ...] = ()) -> list:
+    """Starts the job on ``hosts`` (all); ``policy``: a config, or the path of a YAML policy file."""
     out.mkdir(parents=True, exist_ok=True)
-    args = [*torchrun_args, JOB, json.dumps(policy), str(iterations), str(out)]
+    spec = policy if isinstance(policy, str) else json.dumps(policy)
+    args = [*torchrun_args, JOB, spec, str(iterations), str(out)]
     return [cluster.torchrun(i, args, cwd=str(out)) for i in (hosts or range(cluster.n_hosts))]
 
 
@@ -150,7 +152,7 @@ def four_hosts(tmp_path: Path) -> Iterator[Cluster]:
     yield from make_cluster(4, tmp_path / "logs")
 
 
-def run_watching_listeners(c: Cluster, policy: dict, iterations: int, out: Path,
+def run_watching_listeners(c: Cluster, policy: dict | str, iterations: int, out: Path,
                            limit: float = 150) -> list[set[tuple[str, int]]]:
     """Runs the job on every host to the end; returns what listened on each host meanwhile."""
     procs = start_job(c, policy, iterations, out)
@@ -173,7 +175,7 @@ def assert_own_listeners(c: Cluster, seen: list[set[tuple[str, int]]]) -> None:
         assert ours == {c.address(i)}, seen
 
 
-def check_equals_loopback(c: Cluster, policy: dict, out: Path) -> None:
+def check_equals_loopback(c: Cluster, policy: dict | str, out: Path) -> None:
     seen = run_watching_listeners(c, policy, ITER, out)
     across = torch.load(out / "params.pt")
     # The same run with spawned workers on loopback: the same envs per rank, the same arithmetic.

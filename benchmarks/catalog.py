@@ -10,7 +10,7 @@ says how much of the engine's speed the pool keeps.  Results go to
 
 Usage:
     python -m benchmarks.catalog --family box2d            # a few minutes
-    python -m benchmarks.catalog --family box2d --quick    # fewer sizes and repeats
+    python -m benchmarks.catalog --family minigrid --quick # fewer ids, sizes and repeats
 """
 from __future__ import annotations
 
@@ -37,10 +37,21 @@ log = logging.getLogger("benchmarks.catalog")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Family -> env ids measured (envpool 1.2.5 has the same ids).
-FAMILIES = {
-    "box2d": ["LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
-              "BipedalWalkerHardcore-v3"],
+# Family -> (env ids measured, the --quick subset); envpool 1.2.5 has the same ids.
+FAMILIES: dict[str, tuple[list[str], list[str]]] = {
+    "box2d": (["LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
+               "BipedalWalkerHardcore-v3"],
+              ["LunarLander-v3", "BipedalWalker-v3"]),
+    "minigrid": (["MiniGrid-Empty-8x8-v0", "MiniGrid-DoorKey-8x8-v0", "MiniGrid-FourRooms-v0",
+                  "MiniGrid-LavaCrossingS9N1-v0", "MiniGrid-KeyCorridorS3R3-v0",
+                  "MiniGrid-MultiRoom-N2-S4-v0", "MiniGrid-Dynamic-Obstacles-8x8-v0",
+                  "MiniGrid-Fetch-8x8-N3-v0", "MiniGrid-GoToDoor-8x8-v0", "MiniGrid-MemoryS9-v0"],
+                 ["MiniGrid-Empty-8x8-v0", "MiniGrid-DoorKey-8x8-v0", "MiniGrid-FourRooms-v0"]),
+}
+# Batch sizes per family (full run, --quick).
+SIZES: dict[str, tuple[list[int], list[int]]] = {
+    "box2d": ([16, 64, 256], [16, 64]),
+    "minigrid": ([16, 256], [64]),
 }
 
 
@@ -70,11 +81,12 @@ def limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: float
     return measure
 
 
-def run(family: str, sizes: list[int], repeats: int, min_time: float, threads: int) -> dict:
+def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_time: float,
+        threads: int) -> dict:
     records = []
     with tempfile.TemporaryDirectory() as tmp:
         exe = _build_box2d_limit(tmp) if family == "box2d" else None
-        for env_id in FAMILIES[family]:
+        for env_id in env_ids:
             for n in sizes:
                 runners, closers = pool_runners(env_id, n, "sync", threads, min_time)
                 if exe is not None:
@@ -99,13 +111,18 @@ def report(result: dict, family: str) -> None:
         rows.append([r["env_id"], r["num_envs"], fmt_rate(m["envpool"]), fmt_rate(ours),
                      fmt_ratio(r["ratio_vs_envpool"]), fmt_rate(m.get("limit")),
                      f"{100 * r['fraction_of_limit']:.0f}%" if "limit" in m else "-"])
+    ratios = [r["ratio_vs_envpool"] for r in result["records"]]
+    result["median_ratio_vs_envpool"] = median(ratios)
+    rows.append(["median", "", "", "", fmt_ratio(median(ratios)), "", ""])
     threads = result["settings"]["threads"]
     print_table(["env", "envs", "envpool", "torchfrag", "vs envpool", "limit", "of limit"], rows,
                 title=f"{family}: env steps/s, sync, {threads} threads (medians)")
     name = f"catalog_{family}"
-    groups = [f"{r['env_id'].split('-')[0]} n={r['num_envs']}" for r in result["records"]]
+    groups = [f"{r['env_id'].removeprefix('MiniGrid-').rsplit('-', 1)[0]} n={r['num_envs']}"
+              for r in result["records"]]
     series = {k: [r["median"].get(k, float("nan")) for r in result["records"]]
-              for k in ("torchfrag", "envpool", "limit")}
+              for k in ("torchfrag", "envpool", "limit")
+              if any(k in r["median"] for r in result["records"])}
     print("wrote", write_json(name, result))
     print("wrote", bar_plot(name, groups, series, "env steps / s",
                             f"{family}: torchfrag vs envpool 1.2.5 vs physics limit "
@@ -121,11 +138,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    ids, quick_ids = FAMILIES[args.family]
+    sizes, quick_sizes = SIZES[args.family]
     if args.quick:
-        sizes, repeats, min_time = [16, 64], args.repeats or 3, args.min_time or 0.5
+        ids, sizes, repeats, min_time = quick_ids, quick_sizes, args.repeats or 3, args.min_time or 0.5
     else:
-        sizes, repeats, min_time = [16, 64, 256], args.repeats or 5, args.min_time or 1.0
-    result = run(args.family, sizes, repeats, min_time, args.threads)
+        repeats, min_time = args.repeats or 5, args.min_time or 1.0
+    result = run(args.family, ids, sizes, repeats, min_time, args.threads)
     result["settings"] = {"family": args.family, "sizes": sizes, "repeats": repeats,
                           "min_time": min_time, "threads": args.threads}
     report(result, args.family)

@@ -69,7 +69,9 @@ constexpr Cell kNone{kEmpty, 0, 0};
 constexpr Cell kWallCell{kWall, kGrey, 0};
 constexpr Cell kGoalCell{kGoal, kGreen, 0};
 constexpr Cell kLavaCell{kLava, kRed, 0};
-inline Cell make(uint8_t type, uint8_t color, uint8_t state = 0) { return Cell{type, color, state}; }
+inline Cell make(uint8_t type, uint8_t color, uint8_t state = 0) {
+  return Cell{type, color, state};
+}
 
 struct Pos {
   int x = -1, y = -1;
@@ -610,7 +612,8 @@ class MiniGridEnv : public Env {
         for (uint8_t c : kColorNames) {
           if (c != prev_color) colors.push_back(c);
         }
-        const uint8_t color = colors[static_cast<size_t>(rand_int(0, static_cast<int>(colors.size())))];
+        const int pick = rand_int(0, static_cast<int>(colors.size()));
+        const uint8_t color = colors[static_cast<size_t>(pick)];
         grid_.set(r.entry.x, r.entry.y, make(kDoor, color, kClosed));
         prev_color = color;
       }
@@ -681,7 +684,9 @@ class MiniGridEnv : public Env {
       const uint8_t c = rand_color();
       if (std::find(colors.begin(), colors.end(), c) == colors.end()) colors.push_back(c);
     }
-    for (size_t k = 0; k < 4; ++k) grid_.set(doors[k].x, doors[k].y, make(kDoor, colors[k], kClosed));
+    for (size_t k = 0; k < 4; ++k) {
+      grid_.set(doors[k].x, doors[k].y, make(kDoor, colors[k], kClosed));
+    }
     place_agent(Pos{0, 0}, Pos{w, h});
     const int idx = rand_int(0, 4);
     target_pos_ = doors[static_cast<size_t>(idx)];
@@ -888,7 +893,9 @@ inline const std::map<std::string, Config>& configs() {
     Config four = square(Kind::kFourRooms, 19, 0, false);
     four.max_steps = 100;
     add("FourRooms", four);
-    for (int s : {5, 6, 7}) add("LavaGapS" + std::to_string(s), square(Kind::kLavaGap, s, 4, false));
+    for (int s : {5, 6, 7}) {
+      add("LavaGapS" + std::to_string(s), square(Kind::kLavaGap, s, 4, false));
+    }
     const std::pair<int, int> crossings[] = {{9, 1}, {9, 2}, {9, 3}, {11, 5}};
     for (const auto& sn : crossings) {
       Config c = square(Kind::kCrossing, sn.first, 4, false);

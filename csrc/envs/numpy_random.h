@@ -155,7 +155,8 @@ class NumpyRandom {
     }
     std::array<uint64_t, 4> out{};
     for (size_t i = 0; i < 4; ++i) {
-      out[i] = static_cast<uint64_t>(out32[2 * i]) | (static_cast<uint64_t>(out32[2 * i + 1]) << 32);
+      out[i] = static_cast<uint64_t>(out32[2 * i]) |
+               (static_cast<uint64_t>(out32[2 * i + 1]) << 32);
     }
     return out;
   }

@@ -54,7 +54,8 @@ def missions(env_id: str) -> list[str]:
         'get a blue ball'
     """
     if env_id.startswith("MiniGrid-Fetch-"):
-        return [f"{s} {c} {t}" for s in _FETCH_SYNTAX for c in _COLOR_NAMES for t in ("key", "ball")]
+        return [f"{s} {c} {t}"
+                for s in _FETCH_SYNTAX for c in _COLOR_NAMES for t in ("key", "ball")]
     if env_id.startswith("MiniGrid-GoToDoor-"):
         return [f"go to the {c} door" for c in _COLOR_NAMES]
     if env_id.startswith("MiniGrid-KeyCorridor"):

@@ -206,3 +206,20 @@ def test_mujoco_pixels_as_gymenv_gives_them() -> None:
     assert only.rollout(2)["next", "pixels"].shape == (2, 480, 480, 3)
     only.close()
     env.close()
+
+
+@pytest.mark.parametrize("args,kwargs", [
+    (("CartPole-v1", 3), {"frame_skip": 2}),
+    (("CartPole-v1", 2), {"from_pixels": True, "pixels_only": False}),
+] + ([(("ALE/Pong-v5", 2), {})] if HAS_ATARI else []))
+def test_new_faces_pass_check_env_specs_and_pickle(args: tuple, kwargs: dict) -> None:
+    from torchrl.envs.utils import check_env_specs
+
+    if kwargs.get("from_pixels"):
+        pytest.importorskip("pygame")
+    env = PoolEnv(*args, **kwargs)
+    check_env_specs(env)
+    copy = pickle.loads(pickle.dumps(env))
+    check_env_specs(copy)
+    env.close()
+    copy.close()

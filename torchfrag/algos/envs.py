@@ -58,7 +58,7 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
 
     from torchfrag.envs import PoolEnv
 
-    env = PoolEnv(env_id, num_envs=num_envs, seed=seed, info_keys=[], **options)
+    env = PoolEnv(env_id, num_envs=num_envs, seed=seed, info_keys=[], env_options=options)
     # What it was made from, so that a loop can rebuild the same envs as another source
     # (PPO's collector="pool" replaces this env by a PoolCollector over the same envs).
     env.pool_seed = list(seed) if isinstance(seed, Sequence) else int(seed)

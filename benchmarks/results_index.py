@@ -79,6 +79,20 @@ def _envs(d: dict[str, Any]) -> list[Headline]:
                      _ratio(m["torchfrag"] / m["envpool"]), "10x")]
 
 
+def _catalog(family: str) -> Callable[[dict[str, Any]], list[Headline]]:
+    """Headline of ``benchmarks.catalog --family <family>``: medians over its ids and sizes."""
+    def headlines(d: dict[str, Any]) -> list[Headline]:
+        recs = d["records"]
+        ours = statistics.median(r["median"]["torchfrag"] for r in recs)
+        peer = statistics.median(r["median"]["envpool"] for r in recs)
+        ids = len({r["env_id"] for r in recs})
+        sizes = sorted({r["num_envs"] for r in recs})
+        return [Headline(f"{family}: {ids} ids x {sizes} envs, sync "
+                         "steps/s (medians over the configurations)", _rate(ours),
+                         f"envpool {_rate(peer)}", _ratio(d["median_ratio_vs_envpool"]), "1.1x")]
+    return headlines
+
+
 def _atari(d: dict[str, Any]) -> list[Headline]:
     r = _find(d["results"], game="Pong", num_envs=8, mode="async")
     m = r["median_steps_per_s"]
@@ -183,6 +197,9 @@ BENCHMARKS: list[Benchmark] = [
               ("envs.json", "envs.png"), _envs),
     Benchmark("envs_toy_text", "python -m benchmarks.envs --toy-text", "Toy text vs envpool",
               ("envs_toy_text.json", "envs_toy_text.png")),
+    Benchmark("catalog_minigrid", "python -m benchmarks.catalog --family minigrid",
+              "MiniGrid vs envpool", ("catalog_minigrid.json", "catalog_minigrid.png"),
+              _catalog("MiniGrid")),
     Benchmark("atari", "python -m benchmarks.atari",
               "Atari vs envpool and ale-py's AtariVectorEnv, and the emulation limit",
               ("atari.json", "atari.png"), _atari),

@@ -223,3 +223,12 @@ def test_new_faces_pass_check_env_specs_and_pickle(args: tuple, kwargs: dict) ->
     check_env_specs(copy)
     env.close()
     copy.close()
+
+
+def test_num_threads_among_env_options_sets_the_pools_threads() -> None:
+    # PPOFactory(env_options={"num_threads": 1}) and the benchmarks pass it so, as make() takes it.
+    env = PoolEnv("CartPole-v1", num_envs=4, env_options={"num_threads": 1})
+    try:
+        assert env._pool.num_threads == 1
+    finally:
+        env.close()

@@ -364,6 +364,9 @@ class PoolEnv(EnvBase):
                              f" {frame_skip!r}")
         if env_options:
             options = {**options, **env_options}
+            if "num_threads" in options:  # the pool's own option, as make() takes it among the env's
+                given = options.pop("num_threads")
+                num_threads = given if num_threads is None else num_threads
         atari = "max_pool" in spec(env_id).options if isinstance(env_id, str) else False
         if atari and frame_skip != 1:
             # GymEnv hands frame_skip to ALE (frameskip=): the env's own frame skip.

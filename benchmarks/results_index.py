@@ -175,6 +175,8 @@ BENCHMARKS: list[Benchmark] = [
               ("envs.json", "envs.png"), _envs),
     Benchmark("envs_toy_text", "python -m benchmarks.envs --toy-text", "Toy text vs envpool",
               ("envs_toy_text.json", "envs_toy_text.png")),
+    Benchmark("catalog_box2d", "python -m benchmarks.catalog --family box2d",
+              "Box2D vs envpool 1.2.5 and the Box2D limit", ("catalog_box2d.json", "catalog_box2d.png")),
     Benchmark("atari", "python -m benchmarks.atari",
               "Atari vs envpool and ale-py's AtariVectorEnv, and the emulation limit",
               ("atari.json", "atari.png"), _atari),

@@ -200,6 +200,8 @@ BENCHMARKS: list[Benchmark] = [
     Benchmark("catalog_minigrid", "python -m benchmarks.catalog --family minigrid",
               "MiniGrid vs envpool", ("catalog_minigrid.json", "catalog_minigrid.png"),
               _catalog("MiniGrid")),
+    Benchmark("catalog_box2d", "python -m benchmarks.catalog --family box2d",
+              "Box2D vs envpool 1.2.5 and the Box2D limit", ("catalog_box2d.json", "catalog_box2d.png")),
     Benchmark("atari", "python -m benchmarks.atari",
               "Atari vs envpool and ale-py's AtariVectorEnv, and the emulation limit",
               ("atari.json", "atari.png"), _atari),

@@ -92,15 +92,15 @@ def test_same_seed_same_trajectories_whatever_threads_and_async_order() -> None:
         per_env = {i: [] for i in range(8)}
         pool.async_reset()
         actions = rng.uniform(-1, 1, (41, 8, 6))
-        for _ in range(2 * 41):
+        # Every env that comes back is sent again (past its 41 recorded steps with any action,
+        # ignored), so batch_size envs are always in flight until all have 41 observations.
+        while min(len(v) for v in per_env.values()) < 41:
             obs, _, _, _, info = pool.recv()
             ids = info["env_id"]
             for row, i in enumerate(ids):
                 per_env[int(i)].append(obs[row].copy())
-            live = [i for i in ids if len(per_env[int(i)]) <= 40]
-            if live:
-                pool.send(np.stack([actions[len(per_env[int(i)]) - 1, int(i)] for i in live]),
-                          np.array(live))
+            pool.send(np.stack([actions[min(len(per_env[int(i)]), 41) - 1, int(i)] for i in ids]),
+                      np.asarray(ids))
         return np.stack([np.stack(per_env[i][:41]) for i in range(8)], axis=1)
 
     a = run(1, 3)

@@ -73,7 +73,7 @@ def test_cli_composition_errors_print_one_line(tmp_path) -> None:
     lines = (proc.stdout + proc.stderr).strip().splitlines()
     assert proc.returncode == 1 and lines == [
         "torchfrag.train: error: algo=nope: no such algo; choose one of: a2c, dqn, dqn_cleanrl, impala, "
-        "ppo, ppo_atari, ppo_cleanrl, ppo_mujoco, sac, sac_mujoco"], lines
+        "ppo, ppo_atari, ppo_cleanrl, ppo_minigrid, ppo_mujoco, sac, sac_mujoco"], lines
     proc = _cli(["-v", "algo.lr=fast"], tmp_path)
     assert proc.returncode == 1
     assert "Traceback" in proc.stderr and "ConfigCompositionException" in proc.stderr

@@ -129,3 +129,29 @@ def test_bad_options_and_missing_assets_are_refused(monkeypatch, tmp_path) -> No
     monkeypatch.setenv("TORCHFRAG_DMC_ASSETS", str(tmp_path))
     with pytest.raises(ValueError, match="does not exist"):
         make("PendulumSwingup-v1", num_envs=1)
+
+
+def test_every_face_imports_without_the_dmc_extra() -> None:
+    """Without dm_control (a machine without the extra), `import torchfrag.envs` works; making a
+    DMC task raises the one clear error, through the raw pool and through Gymnasium."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['dm_control'] = None\n"  # find_spec then reports it absent
+        "import gymnasium, torchfrag.envs\n"
+        "from torchfrag.envs import make\n"
+        "make('CartPole-v1', num_envs=1).reset()\n"
+        "for build in (lambda: make('CheetahRun-v1', num_envs=1),\n"
+        "              lambda: gymnasium.make('torchfrag/CheetahRun-v1')):\n"
+        "    try:\n"
+        "        build()\n"
+        "    except ValueError as err:\n"
+        "        print('refused:', err)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TORCHFRAG_DMC_ASSETS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 and all("dmc" in line and "dm_control" in line for line in lines), out.stdout

@@ -146,6 +146,33 @@ def measure_isolated(makers: dict[str, Callable[[], Runner]], rounds: int, secon
     return rates, cpus
 
 
+def isolated_config(makers: dict[str, Callable[[], Runner]], rounds: int, seconds: float,
+                    **label: Any) -> dict[str, Any]:
+    """One configuration of a throughput table: :func:`measure_isolated`, then medians.
+
+    Args:
+        makers: Name -> a callable building a fresh :class:`Runner`.
+        rounds: Measurements per system.
+        seconds: Duration of each measurement.
+        **label: What the row is (env id, number of envs, mode, threads): copied into the row.
+
+    Returns:
+        The label, ``median_steps_per_s`` and ``median_cpu_us_per_step`` (name -> median; CPU
+        only for in-process systems) and the samples they were taken from.
+
+    Example:
+        >>> from benchmarks._common import Runner, isolated_config
+        >>> row = isolated_config({"x": lambda: Runner(lambda: 1, lambda: None)}, 2, 0.01, task="t")
+        >>> row["task"], sorted(row["median_steps_per_s"])
+        ('t', ['x'])
+    """
+    rates, cpus = measure_isolated(makers, rounds, seconds)
+    return {**label,
+            "median_steps_per_s": {k: median(v) for k, v in rates.items()},
+            "median_cpu_us_per_step": {k: median(v) for k, v in cpus.items() if v},
+            "samples_steps_per_s": rates, "samples_cpu_us_per_step": cpus}
+
+
 def median(values: Sequence[float]) -> float:
     """Median, or NaN for an empty sequence."""
     return statistics.median(values) if values else float("nan")

@@ -31,13 +31,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import statistics
 import time
 
 import numpy as np
 
-from benchmarks._common import Runner, measure_isolated
+from benchmarks._common import Runner, isolated_config, machine_info
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 GAMES = ["Pong", "Breakout"]
@@ -186,25 +184,8 @@ def bench_config(game: str, n: int, mode: str, threads: int, rounds: int, second
                  systems: list[str]) -> dict:
     """Measures every system ``rounds`` times on one configuration, each alone."""
     makers = {name: (lambda name=name: MAKERS[name](game, n, mode, threads)) for name in systems}
-    rates, cpus = measure_isolated(makers, rounds, seconds)
-    return {"game": game, "num_envs": n, "mode": mode, "threads": threads,
-            "median_steps_per_s": {k: statistics.median(v) for k, v in rates.items()},
-            "median_cpu_us_per_step": {k: statistics.median(v) for k, v in cpus.items()},
-            "samples_steps_per_s": rates, "samples_cpu_us_per_step": cpus}
-
-
-def _versions() -> dict:
-    import ale_py
-    import gymnasium
-
-    out = {"python": platform.python_version(), "ale_py": ale_py.__version__,
-           "gymnasium": gymnasium.__version__, "numpy": np.__version__}
-    try:
-        import envpool
-        out["envpool"] = envpool.__version__
-    except ImportError:
-        out["envpool"] = None
-    return out
+    return isolated_config(makers, rounds, seconds,
+                           game=game, num_envs=n, mode=mode, threads=threads)
 
 
 def table(results: list[dict]) -> str:
@@ -310,7 +291,7 @@ def main() -> None:
         "load_average_at_start": load_start,
         "load_average_at_end": os.getloadavg(),
         "wall_s": time.time() - started,
-        "versions": _versions(),
+        "machine": machine_info(),
         "results": results,
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

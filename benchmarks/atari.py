@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from benchmarks._common import Runner, isolated_config, machine_info
+from benchmarks._common import Runner, isolated_config, machine_info, pool_stepper
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 GAMES = ["Pong", "Breakout"]
@@ -64,23 +64,7 @@ def make_torchfrag(game: str, n: int, mode: str, threads: int) -> Runner:
     bs = n if mode == "sync" else n // 2
     pool = make(f"{game}-v5", num_envs=n, batch_size=bs, num_threads=threads, seed=0, **TASK)
     acts = _actions(pool.action_space.n, n)
-    counter = [0]
-    if mode == "sync":
-        pool.reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            pool.step(acts[counter[0] % len(acts)])
-            return n
-    else:
-        pool.async_reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            *_, info = pool.recv()
-            pool.send(acts[counter[0] % len(acts)][:bs], info["env_id"])
-            return bs
-    return Runner(steps, pool.close)
+    return Runner(pool_stepper(pool, acts, mode), pool.close)
 
 
 def make_envpool(game: str, n: int, mode: str, threads: int) -> Runner:
@@ -90,23 +74,7 @@ def make_envpool(game: str, n: int, mode: str, threads: int) -> Runner:
     env = envpool.make(f"{game}-v5", env_type="gymnasium", num_envs=n, batch_size=bs,
                        num_threads=threads, seed=0, **TASK)
     acts = _actions(env.action_space.n, n)
-    counter = [0]
-    if mode == "sync":
-        env.reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            env.step(acts[counter[0] % len(acts)])
-            return n
-    else:
-        env.async_reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            *_, info = env.recv()
-            env.send(acts[counter[0] % len(acts)][:bs], info["env_id"])
-            return bs
-    return Runner(steps, env.close)
+    return Runner(pool_stepper(env, acts, mode), env.close)
 
 
 def make_ale_vector(game: str, n: int, mode: str, threads: int) -> Runner:

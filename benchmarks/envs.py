@@ -24,6 +24,7 @@ from benchmarks._common import (
     fmt_rate,
     fmt_ratio,
     median,
+    pool_stepper,
     print_table,
     rate,
     write_json,
@@ -53,27 +54,9 @@ def torchfrag_runner(env_id: str, n: int, mode: str, threads: int, min_time: flo
     from torchfrag.envs import make
 
     acts = _actions(env_id, n, np.random.default_rng(0))
-    if mode == "sync":
-        pool = make(env_id, num_envs=n, num_threads=threads, seed=0)
-        pool.reset()
-        k = [0]
-
-        def step() -> int:
-            k[0] += 1
-            pool.step(acts[k[0] % len(acts)])
-            return n
-    else:
-        bs = n // 2
-        pool = make(env_id, num_envs=n, batch_size=bs, num_threads=threads, seed=0)
-        pool.async_reset()
-        k = [0]
-        half = [a[:bs] for a in acts]
-
-        def step() -> int:
-            k[0] += 1
-            *_, info = pool.recv()
-            pool.send(half[k[0] % len(half)], info["env_id"])
-            return bs
+    bs = n if mode == "sync" else n // 2
+    pool = make(env_id, num_envs=n, batch_size=bs, num_threads=threads, seed=0)
+    step = pool_stepper(pool, acts, mode)
     return (lambda: rate(step, min_time)), pool.close
 
 
@@ -82,31 +65,10 @@ def envpool_runner(env_id: str, n: int, mode: str, threads: int, min_time: float
     import envpool
 
     acts = _actions(env_id, n, np.random.default_rng(0))
-    peer_id = _ENVPOOL_IDS.get(env_id, env_id)
-    if mode == "sync":
-        env = envpool.make(peer_id, env_type="gymnasium", num_envs=n, batch_size=n,
-                           num_threads=threads, seed=0)
-        env.reset()
-        ids = np.arange(n, dtype=np.int32)
-        k = [0]
-
-        def step() -> int:
-            k[0] += 1
-            env.step(acts[k[0] % len(acts)], ids)
-            return n
-    else:
-        bs = n // 2
-        env = envpool.make(peer_id, env_type="gymnasium", num_envs=n, batch_size=bs,
-                           num_threads=threads, seed=0)
-        env.async_reset()
-        k = [0]
-        half = [a[:bs] for a in acts]
-
-        def step() -> int:
-            k[0] += 1
-            *_, info = env.recv()
-            env.send(half[k[0] % len(half)], info["env_id"])
-            return bs
+    bs = n if mode == "sync" else n // 2
+    env = envpool.make(_ENVPOOL_IDS.get(env_id, env_id), env_type="gymnasium", num_envs=n,
+                       batch_size=bs, num_threads=threads, seed=0)
+    step = pool_stepper(env, acts, mode)
     return (lambda: rate(step, min_time)), env.close
 
 

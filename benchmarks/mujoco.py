@@ -50,7 +50,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 sys.path.insert(0, ROOT)
 
-from benchmarks._common import Runner, isolated_config, machine_info  # noqa: E402
+from benchmarks._common import Runner, isolated_config, machine_info, pool_stepper  # noqa: E402
 
 TASKS = ["HalfCheetah-v5", "Hopper-v5", "Ant-v5", "Humanoid-v5"]
 NUM_ENVS = [8, 32]
@@ -72,23 +72,7 @@ def make_torchfrag(task: str, n: int, mode: str, threads: int) -> Runner:
     pool = make(task, num_envs=n, batch_size=bs, num_threads=threads, seed=0)
     space = pool.action_space
     acts = _actions(space.low.astype(np.float64), space.high.astype(np.float64), n)
-    counter = [0]
-    if mode == "sync":
-        pool.reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            pool.step(acts[counter[0] % len(acts)])
-            return n
-    else:
-        pool.async_reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            *_, info = pool.recv()
-            pool.send(acts[counter[0] % len(acts)][:bs], info["env_id"])
-            return bs
-    return Runner(steps, pool.close)
+    return Runner(pool_stepper(pool, acts, mode), pool.close)
 
 
 def make_envpool(task: str, n: int, mode: str, threads: int) -> Runner:
@@ -99,23 +83,7 @@ def make_envpool(task: str, n: int, mode: str, threads: int) -> Runner:
                        num_threads=threads, seed=0)
     space = env.action_space
     acts = _actions(space.low.astype(np.float64), space.high.astype(np.float64), n)
-    counter = [0]
-    if mode == "sync":
-        env.reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            env.step(acts[counter[0] % len(acts)])
-            return n
-    else:
-        env.async_reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            *_, info = env.recv()
-            env.send(acts[counter[0] % len(acts)][:bs], info["env_id"])
-            return bs
-    return Runner(steps, env.close)
+    return Runner(pool_stepper(env, acts, mode), env.close)
 
 
 def make_gymnasium(task: str, n: int, mode: str, threads: int) -> Runner:

@@ -55,6 +55,13 @@ class NumpyRandom {
     return static_cast<uint32_t>(x);
   }
 
+  // `Generator.random()`: the top 53 bits of a 64-bit draw (the buffered
+  // 32-bit half is left alone, as NumPy's PCG64 next_double does).
+  double random() { return static_cast<double>(next64() >> 11) * (1.0 / 9007199254740992.0); }
+
+  // `Generator.uniform(low, high)` for scalars: `low + (high - low) * random()`.
+  double uniform(double low, double high) { return low + (high - low) * random(); }
+
   // `Generator.integers(low, high)` for int64 scalars: uniform in [low, high).
   int64_t integers(int64_t low, int64_t high) {
     if (high <= low) throw std::invalid_argument("integers: high <= low");

@@ -108,8 +108,10 @@ def test_each_attempt_consumes_24_draws(tmp_path) -> None:
     assert rng.random() == ours["next_random"]
 
 
-def _sim_harness(tmp_path) -> str:
+@pytest.fixture(scope="module")
+def sim_harness(tmp_path_factory) -> str:
     """The physics harness, linked with Box2D 2.3 compiled as one translation unit."""
+    tmp_path = tmp_path_factory.mktemp("car_racing_sim")
     import sys
 
     sys.path.insert(0, ROOT)
@@ -123,9 +125,11 @@ def _sim_harness(tmp_path) -> str:
                     ["-I", root, "-w", str(engine)])
 
 
-def test_physics_and_reward_match_gymnasium_step_for_step(tmp_path) -> None:
-    exe = _sim_harness(tmp_path)
-    env = gym.make("CarRacing-v3").unwrapped
+@pytest.mark.parametrize("continuous", [True, False])
+def test_physics_and_reward_match_gymnasium_step_for_step(sim_harness: str,
+                                                          continuous: bool) -> None:
+    exe = sim_harness
+    env = gym.make("CarRacing-v3", continuous=continuous).unwrapped
     actions = np.random.default_rng(0)
     commands, expected = [], []
     try:
@@ -136,11 +140,15 @@ def test_physics_and_reward_match_gymnasium_step_for_step(tmp_path) -> None:
             commands.append(f"R {seed}")
             expected.append(f"R {len(env.track)}")
             for t in range(250):
-                a = actions.uniform([-0.3, 0.0, 0.0], [0.3, 1.0, 0.2]).astype(np.float32)
-                if t % 60 < 4:  # hard braking (the wheel-lock branch) now and then
-                    a[2] = 0.95
+                if continuous:
+                    a = actions.uniform([-0.3, 0.0, 0.0], [0.3, 1.0, 0.2]).astype(np.float32)
+                    if t % 60 < 4:  # hard braking (the wheel-lock branch) now and then
+                        a[2] = 0.95
+                    commands.append("S " + " ".join(repr(float(x)) for x in a))
+                else:  # mostly gas, some steering and braking
+                    a = int(actions.choice(5, p=[0.1, 0.15, 0.15, 0.5, 0.1]))
+                    commands.append(f"D {a}")
                 _, reward, terminated, _, _ = env.step(a)
-                commands.append("S " + " ".join(repr(float(x)) for x in a))
                 h = env.car.hull
                 pose = [*h.position, h.angle, *h.linearVelocity, h.angularVelocity]
                 expected.append(f"S {reward:.17g} {int(terminated)} {env.tile_visited_count} "

@@ -81,6 +81,14 @@ class CarRacingSim {
   // float64 as `action.astype(np.float64)` gives.
   StepOut step(const std::array<double, 3>& action) { return advance(&action); }
 
+  // Gymnasium's discrete actions (0 nothing, 1 left, 2 right, 3 gas, 4 brake)
+  // as the continuous action giving the same wheel inputs: its
+  // `steer(-0.6 * (a == 1) + 0.6 * (a == 2))` equals steer(-x) with
+  // x = +-0.6, and a zero steer's sign never reaches the physics.
+  static std::array<double, 3> discrete_action(int a) {
+    return {a == 1 ? 0.6 : (a == 2 ? -0.6 : 0.0), a == 3 ? 0.2 : 0.0, a == 4 ? 0.8 : 0.0};
+  }
+
   const Track& track() const { return track_; }
   const b2Body* hull() const { return hull_; }
   const std::array<Wheel, 4>& wheels() const { return wheels_; }

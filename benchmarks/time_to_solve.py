@@ -539,7 +539,9 @@ def plot(result: dict[str, Any], path: str) -> None:
                     ys = [c[2] for c in r["curve"]]
                     ax.plot(xs, ys, color=colors[system], lw=1.2, alpha=0.85,
                             label=system if k == 0 else None)
-        ax.axhline(result["tasks"][task]["target"], color="k", ls=":", lw=1, label="target")
+        target = result["tasks"][task]["target"]
+        if target not in (float("inf"), float("-inf")):  # a frames/s task has no target to draw
+            ax.axhline(target, color="k", ls=":", lw=1, label="target")
         ax.set_title(f"{task} ({result['tasks'][task]['env']})")
         ax.set_xlabel("wall-clock seconds (from process start)")
         ax.set_ylabel(f"mean return, last {result['window']} training episodes")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 from collections.abc import Callable
@@ -152,12 +153,27 @@ def _seconds(runs: list[dict[str, Any]], cap: float) -> float:
                               for r in runs])
 
 
+def _learning_fps(task: str, systems: dict[str, list[dict[str, Any]]], names: dict[str, str]) -> Headline:
+    """Frames/s after the random warm-up; the ratio is torchfrag's time per frame over the peer's."""
+    def fps(runs: list[dict[str, Any]]) -> float:
+        return statistics.median([r["learn_fps"] for r in runs if r.get("learn_fps")] or [float("nan")])
+
+    ours = fps(systems["torchfrag"])
+    peers = [(names[p], fps(systems[p])) for p in ("cleanrl", "torchrl") if p in systems]
+    return Headline(f"{task}: frames/s while learning (median of {len(systems['torchfrag'])} runs)",
+                    f"{ours:.0f} frames/s", "; ".join(f"{n} {v:.0f} frames/s" for n, v in peers),
+                    " / ".join(_ratio(v / ours) for _, v in peers), "0.5x")
+
+
 def _time_to_solve(d: dict[str, Any]) -> list[Headline]:
     rows = []
     cap = float(d.get("max_seconds", 600.0))
     names = {"cleanrl": "CleanRL", "torchrl": "TorchRL"}
     for task, systems in d["records"].items():
         target = d["tasks"][task].get("target")
+        if target is not None and math.isinf(float(target)):  # a frames/s task (sac-halfcheetah-speed)
+            rows.append(_learning_fps(task, systems, names))
+            continue
         ours = _seconds(systems["torchfrag"], cap)
         peers, ratios = [], []
         for peer in ("cleanrl", "torchrl"):
@@ -239,6 +255,11 @@ BENCHMARKS: list[Benchmark] = [
     Benchmark("time_to_solve_ppo_halfcheetah", "python -m benchmarks.time_to_solve --tag ppo_halfcheetah",
               "PPO HalfCheetah: time to a return of 3000 vs CleanRL and TorchRL",
               ("time_to_solve_ppo_halfcheetah.json", "time_to_solve_ppo_halfcheetah.png"), _time_to_solve),
+    Benchmark("time_to_solve_sac", "python -m benchmarks.time_to_solve --tasks sac-halfcheetah-speed "
+              "--tag sac_speed; ... --tasks sac-pendulum --window 10 --tag sac_pendulum; "
+              "... --merge sac_speed sac_pendulum --tag sac",
+              "SAC: HalfCheetah frames/s and Pendulum time to -250 vs CleanRL- and TorchRL-style SAC",
+              ("time_to_solve_sac.json", "time_to_solve_sac.png"), _time_to_solve),
     Benchmark("time_to_solve_dqn_cartpole", "python -m benchmarks.time_to_solve --tag dqn_cartpole",
               "DQN CartPole: time to 475 vs CleanRL and TorchRL",
               ("time_to_solve_dqn_cartpole.json", "time_to_solve_dqn_cartpole.png"), _time_to_solve),

@@ -96,6 +96,10 @@ class Task:
     torchrl_args: list[str] = field(default_factory=list)
     torchrl_csv: str = ""
     torchrl_missing: str = ""
+    #: CleanRL's and TorchRL's structures written in ``benchmarks/sac_peers.py`` (no checkout needed),
+    #: run with ``sac_peers_args``; ``cleanrl``/``torchrl`` then only name what they follow.
+    own_peers: bool = False
+    sac_peers_args: list[str] = field(default_factory=list)
 
 
 TASKS: dict[str, Task] = {
@@ -126,7 +130,23 @@ TASKS: dict[str, Task] = {
         torchrl="sota-implementations/ppo/ppo_mujoco.py",
         torchrl_args=["env.env_name=HalfCheetah-v5"], torchrl_csv="train/reward.csv"),
 }
+# SAC: the peers are benchmarks/sac_peers.py (CleanRL's and TorchRL's structures with their defaults,
+# written here); all three share batch 256, one update per frame, 5000 random frames, 256x256 networks.
+for _name, _env, _target, _frames in (
+        ("sac-halfcheetah", "HalfCheetah-v5", 3000.0, 1_000_000),
+        # HalfCheetah 3000 needs ~100k+ frames (hours per run on a 2-core host); these fit it:
+        ("sac-halfcheetah-1000", "HalfCheetah-v5", 1000.0, 200_000),
+        ("sac-pendulum", "Pendulum-v1", -250.0, 50_000),
+        # frames/s only: 5000 random frames then 2000 learning frames (target never reached)
+        ("sac-halfcheetah-speed", "HalfCheetah-v5", float("inf"), 7_000)):
+    TASKS[_name] = Task(
+        env=_env, target=_target, frames=_frames,
+        torchfrag=["algo=sac_mujoco", f"env={_env}", f"algo.total_frames={_frames}"],
+        cleanrl="sac_continuous_action.py (benchmarks/sac_peers.py)",
+        torchrl="sota-implementations/sac/sac.py (benchmarks/sac_peers.py)",
+        own_peers=True, sac_peers_args=["--env", _env, "--frames", str(_frames)])
 
+_LEARN_FPS_RE = re.compile(r"learn_fps=([0-9.eE+-]+)")
 _STEP_RE = re.compile(r"global_step=(\d+)")
 _RET_RE = re.compile(r"episodic_return=\[?\s*([-+0-9.eE]+)")
 _EPS_RE = re.compile(r"episodes=(\d+)")
@@ -222,6 +242,7 @@ class RunWatch:
         self.curve: list[tuple[float, int, float]] = []
         self.solved_at: tuple[float, int] | None = None
         self.step = 0
+        self.learn_fps: float | None = None
         self.tail: deque[str] = deque(maxlen=30)
         self._lock = threading.Lock()
 
@@ -238,6 +259,9 @@ class RunWatch:
         assert proc.stdout is not None
         for line in proc.stdout:
             self.tail.append(line.rstrip())
+            learn = _LEARN_FPS_RE.search(line)
+            if learn:
+                self.learn_fps = float(learn.group(1))
             ret, step = _RET_RE.search(line), _STEP_RE.search(line)
             if ret and step:
                 eps = _EPS_RE.search(line)
@@ -289,7 +313,7 @@ class RunWatch:
         seconds, frames = self.solved_at if self.solved_at else (None, None)
         return {"seconds_to_target": seconds, "frames_to_target": frames,
                 "fps": (frames / seconds) if seconds else (self.step / elapsed if elapsed else None),
-                "wall_seconds": elapsed, "last_step": self.step, "stopped": stopped,
+                "learn_fps": self.learn_fps, "wall_seconds": elapsed, "last_step": self.step, "stopped": stopped,
                 "returncode": proc.returncode, "curve": self.curve,
                 "log_tail": list(self.tail)[-8:] if self.solved_at is None else []}
 
@@ -312,8 +336,11 @@ def torchfrag_worker(overrides: list[str]) -> None:
     loop = factory()
     rollout = env_fragment(loop)
     iterations = pcfg.iterations
+    start: list[tuple[float, int]] = []  # the loop has finished its random warm-up when it is built
 
     def hook(i: int, metrics: Any, graph: Any) -> bool:
+        if not start:
+            start.append((time.perf_counter(), rollout.frames))
         ep = rollout.stats.pop()
         if ep:
             sys.stdout.write(f"global_step={rollout.frames}, episodes={ep['episodes']}, "
@@ -322,6 +349,8 @@ def torchfrag_worker(overrides: list[str]) -> None:
         return False
 
     run(capture(loop), iterations=iterations, hooks=[hook])
+    if start and rollout.frames > start[0][1]:
+        sys.stdout.write(f"learn_fps={(rollout.frames - start[0][1]) / (time.perf_counter() - start[0][0])}\n")
     loop.close()
 
 
@@ -332,6 +361,10 @@ def _command(system: str, task: Task, seed: int, paths: dict[str, Any], run_dir:
         return ([sys.executable, "-m", "benchmarks.time_to_solve", "--worker", "--",
                  *task.torchfrag, f"seed={seed}"], os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                 None, {})
+    if task.own_peers:
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        return ([sys.executable, "-m", "benchmarks.sac_peers", "--style", system, "--seed", str(seed),
+                 *task.sac_peers_args], here, None, {})
     if system == "cleanrl":
         if task.cleanrl is None or "cleanrl" not in paths:
             return None
@@ -360,11 +393,12 @@ def benchmark(tasks: list[str], seeds: list[int], systems: list[str], window: in
     paths: dict[str, Any] = {}
     versions: dict[str, str] = {}
     notes: list[str] = []
-    if "cleanrl" in systems:
+    external = [t for t in tasks if not TASKS[t].own_peers]
+    if "cleanrl" in systems and external:
         extra = sorted({x for t in tasks for x in TASKS[t].cleanrl_extra})
         py, folder, versions["cleanrl"] = prepare_cleanrl(cache, cleanrl_src, extra)
         paths["cleanrl"] = (py, folder)
-    if "torchrl" in systems:
+    if "torchrl" in systems and external:
         if torchrl_src:
             paths["torchrl"], versions["torchrl"] = prepare_torchrl(cache, torchrl_src)
         else:
@@ -385,7 +419,10 @@ def benchmark(tasks: list[str], seeds: list[int], systems: list[str], window: in
     for task_name in tasks:
         task = TASKS[task_name]
         records[task_name] = {s: [] for s in systems}
-        if task.torchrl is None and "torchrl" in systems:
+        if task.own_peers:
+            notes.append(f"{task_name}: cleanrl/torchrl are benchmarks/sac_peers.py, their structures and "
+                         f"defaults re-written here (not their scripts)")
+        elif task.torchrl is None and "torchrl" in systems:
             notes.append(f"{task_name}: torchrl n/a - {task.torchrl_missing}")
         elif "torchrl" in paths:
             notes.append(f"{task_name}: TorchRL's script takes no seed, its runs are unseeded; its returns "
@@ -451,13 +488,18 @@ def summarize(result: dict[str, Any]) -> tuple[list[list[Any]], str]:
             else:
                 shown = f">= {low:.1f}"
             fps = median([r["fps"] for r in recs if r["fps"]])
+            learn = [r["learn_fps"] for r in recs if r.get("learn_fps")]
             ratio = "-"
             if system != "torchfrag" and ours is not None and ours[1] != float("inf"):
                 value = fmt_ratio(ours[1] / low)
                 ratio = value if exact and ours[0] == ours[1] else f"<= {value}"
-            rows.append([task, system, shown, f"{solved}/{len(recs)}", f"{fps:.0f}", ratio])
+            ours_learn = [r["learn_fps"] for r in per_system.get("torchfrag", []) if r.get("learn_fps")]
+            if system != "torchfrag" and ratio == "-" and learn and ours_learn:
+                ratio = f"{fmt_ratio(median(learn) / median(ours_learn))} (time per learning frame)"
+            rows.append([task, system, shown, f"{solved}/{len(recs)}", f"{fps:.0f}",
+                         f"{median(learn):.0f}" if learn else "-", ratio])
     text = print_table(["task", "system", "median s to target", "solved", "frames/s",
-                        "torchfrag / system"], rows, title="Wall-clock seconds to the target training return")
+                        "learning frames/s", "torchfrag / system"], rows, title="Wall-clock seconds to the target training return")
     return rows, text
 
 
@@ -497,7 +539,9 @@ def plot(result: dict[str, Any], path: str) -> None:
                     ys = [c[2] for c in r["curve"]]
                     ax.plot(xs, ys, color=colors[system], lw=1.2, alpha=0.85,
                             label=system if k == 0 else None)
-        ax.axhline(result["tasks"][task]["target"], color="k", ls=":", lw=1, label="target")
+        target = result["tasks"][task]["target"]
+        if target not in (float("inf"), float("-inf")):  # a frames/s task has no target to draw
+            ax.axhline(target, color="k", ls=":", lw=1, label="target")
         ax.set_title(f"{task} ({result['tasks'][task]['env']})")
         ax.set_xlabel("wall-clock seconds (from process start)")
         ax.set_ylabel(f"mean return, last {result['window']} training episodes")

@@ -45,7 +45,56 @@ from torchfrag.fragments import Learn, ReplaySample, ReplayWrite, Rollout
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["build_sac", "SACConfig", "SACLoop", "make_sac", "make_sac_networks"]
+__all__ = ["build_sac", "ForeachSoftUpdate", "SACConfig", "SACLoop", "make_sac", "make_sac_networks"]
+
+
+class ForeachSoftUpdate(SoftUpdate):
+    """TorchRL's ``SoftUpdate`` (``target <- lerp(target, source, 1 - eps)``) in one ``_foreach_lerp_``.
+
+    ``SoftUpdate.step`` walks the loss's parameter TensorDicts and lerps one
+    tensor at a time: ~0.65 ms per step for SAC's twin 256x256 critics, ~6%
+    of an iteration at one gradient step per frame. The same update on the
+    flat lists of target and source tensors (gathered once; a checkpoint's
+    ``load_state_dict`` copies into those same tensors) takes a fraction of it.
+
+    Example:
+        >>> import copy, torch
+        >>> from torchrl.modules import QValueActor
+        >>> from torchrl.objectives import DQNLoss, SoftUpdate
+        >>> from torchfrag.algos.sac import ForeachSoftUpdate
+        >>> net = QValueActor(torch.nn.Linear(2, 2), in_keys=["observation"], action_space="categorical")
+        >>> a, b = (DQNLoss(copy.deepcopy(net), action_space="categorical", delay_value=True)
+        ...         for _ in range(2))
+        >>> for loss in (a, b):
+        ...     with torch.no_grad():
+        ...         _ = loss.value_network_params.apply(lambda p: p.data.add_(1.0))
+        >>> SoftUpdate(a, tau=0.1).step(); ForeachSoftUpdate(b, tau=0.1).step()
+        >>> targets = [x.target_value_network_params.values(True, True) for x in (a, b)]
+        >>> all(torch.equal(x, y) for x, y in zip(*targets))
+        True
+    """
+
+    _pairs: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+
+    def _gather(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        sources, targets = [], []
+        for key, params in self._sources.items():
+            target = self._targets.get(f"target_{key}")
+            for name, p in params.items(True, True):
+                t = target.get(name)
+                if t.requires_grad:
+                    raise RuntimeError("the target parameter is part of a graph.")
+                sources.append(p.data)
+                targets.append(t.data)
+        return sources, targets
+
+    def step(self) -> None:
+        if not self.initialized:
+            raise RuntimeError(f"{type(self).__name__} must be initialized (init_()) before step()")
+        if self._pairs is None:
+            self._pairs = self._gather()
+        sources, targets = self._pairs
+        torch._foreach_lerp_(targets, sources, 1.0 - self.eps)
 
 @dataclass
 class SACConfig(AlgoConfig):
@@ -136,9 +185,12 @@ class SACLoop(LoopBase):
                             alpha_init=cfg.alpha_init, delay_qvalue=True,
                             action_spec=env.action_spec_unbatched)
         self.loss.make_value_estimator(gamma=cfg.gamma)
-        self.learn = Learn(self.loss, lr=cfg.lr, epochs=1, minibatch_size=cfg.batch_size,
+        # Learn's default Adam (eps 1e-5), fused: one kernel for all parameters instead of a
+        # Python loop over them (~0.6 -> ~0.25 ms per step for 256x256 networks on one CPU core).
+        optimizer = torch.optim.Adam(self.loss.parameters(), lr=cfg.lr, eps=1e-5, fused=True)
+        self.learn = Learn(self.loss, optimizer, lr=cfg.lr, epochs=1, minibatch_size=cfg.batch_size,
                            max_grad_norm=cfg.max_grad_norm, select_keys=_REPLAY_KEYS)
-        self.updater = SoftUpdate(self.loss, tau=cfg.tau)
+        self.updater = ForeachSoftUpdate(self.loss, tau=cfg.tau)
         self.target = TargetUpdate(self.updater, self.loss, steps=cfg.updates)
         prefill(self.rollout, env, cfg.learning_starts, self.write)
 

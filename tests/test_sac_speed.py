@@ -1,0 +1,138 @@
+"""SAC's faster pieces keep TorchRL's maths, and the SAC peers of benchmarks/time_to_solve.py behave.
+
+* :class:`~torchfrag.algos.sac.ForeachSoftUpdate` against TorchRL's ``SoftUpdate``,
+  also after a checkpoint is loaded into the loss;
+* one SAC iteration leaves ``target = lerp(target_before, online_after, tau)``;
+* the CleanRL-style actor's log-probability against ``torch.distributions``'
+  tanh-and-affine transformed Normal;
+* both peers train a few hundred frames and print what ``RunWatch`` follows.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+from torchrl.objectives import SACLoss, SoftUpdate
+
+from benchmarks.sac_peers import SACPeerConfig, _SquashedGaussian, run_cleanrl_style, run_torchrl_style
+from benchmarks.time_to_solve import summarize
+from torchfrag.algos.envs import make_env
+from torchfrag.algos.sac import ForeachSoftUpdate, make_sac, make_sac_networks
+from torchfrag.graph import capture
+from torchfrag.runtime import run
+
+
+def _targets(loss: SACLoss) -> dict:
+    return dict(loss.target_qvalue_network_params.flatten_keys().items())
+
+
+def test_foreach_soft_update_matches_torchrl_soft_update() -> None:
+    env = make_env("Pendulum-v1", 1)
+    try:
+        torch.manual_seed(0)
+        actor, qnet = make_sac_networks(env, [8, 8])
+        spec = env.action_spec_unbatched
+        ref, ours = (SACLoss(copy.deepcopy(actor), copy.deepcopy(qnet), num_qvalue_nets=2, delay_qvalue=True,
+                             action_spec=spec) for _ in range(2))
+        ours.load_state_dict(ref.state_dict())
+        updaters = [SoftUpdate(ref, tau=0.1), ForeachSoftUpdate(ours, tau=0.1)]
+        for k in range(3):
+            for loss in (ref, ours):
+                gen = torch.Generator().manual_seed(k)
+                with torch.no_grad():
+                    for p in loss.qvalue_network_params.values(True, True):
+                        p.add_(torch.randn(p.shape, generator=gen))
+            for upd in updaters:
+                upd.step()
+        a, b = _targets(ref), _targets(ours)
+        assert a.keys() == b.keys() and len(a) == 6  # 3 layers x (weight, bias), twin nets stacked
+        assert all(torch.equal(a[k], b[k]) for k in a)
+        assert not torch.equal(a["module.0.weight"], ref.qvalue_network_params.flatten_keys()["module.0.weight"])
+        # a checkpoint loaded into the loss copies into the tensors the update holds: it keeps working
+        ours.load_state_dict(ref.state_dict())
+        for upd in updaters:
+            upd.step()
+        a, b = _targets(ref), _targets(ours)
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    finally:
+        env.close()
+
+
+def test_foreach_soft_update_needs_init() -> None:
+    env = make_env("Pendulum-v1", 1)
+    try:
+        actor, qnet = make_sac_networks(env, [8])
+        loss = SACLoss(actor, qnet, num_qvalue_nets=2, delay_qvalue=True, action_spec=env.action_spec_unbatched)
+        upd = ForeachSoftUpdate(loss, tau=0.5)
+        upd.initialized = False
+        with pytest.raises(RuntimeError, match="initialized"):
+            upd.step()
+    finally:
+        env.close()
+
+
+def test_sac_iteration_moves_targets_by_tau_towards_the_trained_critics() -> None:
+    tau = 0.25
+    loop = make_sac("Pendulum-v1", {"num_envs": 2, "steps": 2, "updates": 1, "batch_size": 8,
+                                    "learning_starts": 16, "hidden": [16], "tau": tau}, seed=0)
+    try:
+        assert isinstance(loop.learn.optimizer, torch.optim.Adam) and loop.learn.optimizer.defaults["fused"]
+        before = {k: v.clone() for k, v in _targets(loop.loss).items()}
+        run(capture(loop), iterations=1)
+        online = dict(loop.loss.qvalue_network_params.flatten_keys().items())
+        after = _targets(loop.loss)
+        for k, v in after.items():
+            torch.testing.assert_close(v, torch.lerp(before[k], online[k].detach(), tau))
+            assert not torch.equal(v, before[k])
+    finally:
+        loop.close()
+
+
+def test_cleanrl_style_log_prob_is_the_squashed_gaussian_density() -> None:
+    from torch.distributions import AffineTransform, Independent, Normal, TanhTransform, TransformedDistribution
+
+    torch.manual_seed(0)
+    low, high = np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32)
+    actor = _SquashedGaussian(3, 2, 16, low, high)
+    obs = torch.randn(64, 3)
+    torch.manual_seed(1)
+    action, logp = actor(obs)
+    h = actor.body(obs)
+    log_std = -5.0 + 3.5 * (torch.tanh(actor.log_std(h)) + 1.0)
+    dist = TransformedDistribution(Independent(Normal(actor.mean(h), log_std.exp()), 1),
+                                   [TanhTransform(), AffineTransform(actor.bias, actor.scale)])
+    assert ((action >= torch.tensor(low)) & (action <= torch.tensor(high))).all()
+    # rows away from the box's edges (atanh is exact there; CleanRL's 1e-6 inside the log is negligible)
+    y = (action - actor.bias) / actor.scale
+    inner = (y.abs() < 0.99).all(-1)
+    assert inner.sum() > 16
+    torch.testing.assert_close(logp.squeeze(-1)[inner], dist.log_prob(action)[inner], atol=1e-3, rtol=1e-4)
+    assert math.isfinite(float(logp.sum()))
+
+
+@pytest.mark.parametrize("style", ["cleanrl", "torchrl"])
+def test_sac_peers_train_and_report_episodes(style: str, capsys) -> None:
+    cfg = SACPeerConfig(env_id="Pendulum-v1", total_frames=600, learning_starts=200, seed=0)
+    if style == "cleanrl":
+        run_cleanrl_style(cfg)
+    else:
+        run_torchrl_style(cfg, frames_per_batch=200)
+    out = capsys.readouterr().out
+    steps = [int(m) for m in re.findall(r"global_step=(\d+), episodes=\d+, episodic_return=[-0-9.e]+", out)]
+    assert steps and steps[-1] == 600 and len(steps) == 3  # Pendulum's episodes end every 200 frames
+    fps = re.search(r"learn_fps=([0-9.e+]+)", out)
+    assert fps and float(fps.group(1)) > 0
+
+
+def test_summary_shows_learning_frames_per_second_ratio() -> None:
+    def rec(fps: float) -> dict:
+        return {"seconds_to_target": None, "wall_seconds": 30.0, "fps": fps, "learn_fps": fps, "curve": []}
+
+    result = {"records": {"speed": {"torchfrag": [rec(100.0), rec(120.0)], "cleanrl": [rec(50.0), rec(70.0)]}}}
+    rows, _ = summarize(result)
+    assert rows[0][5] == "110" and rows[1][5] == "60"
+    assert rows[1][-1].startswith("0.55x")  # time per learning frame: 1/110 over 1/60

@@ -19,6 +19,10 @@ with the README's command, and node 0 (the driver) times the iterations after ``
   acknowledgements, RPC framing included). Beside them, what ``explain`` predicts for the same
   placement (``pickled``: the pickled payloads; ``bytes``: the tensors alone) and what the
   runtime's counters counted.
+* **All-reduce overhead**: :func:`allreduce_overhead` measures once what a gloo all-reduce puts on
+  each rank's link beyond the ring's tensor bytes, per peer, at 2, 4 and 8 ranks (the figure
+  ``explain`` adds to a collective's crossing, ``ALLREDUCE_PEER_OVERHEAD``); ``--bandwidth`` reruns
+  it and the link-limited runs only.
 * **Link limits** (``--limits``): ``tc qdisc ... tbf`` on both ends of every host's link (the
   host's ``eth0`` and its switch port), so each host sends and receives at most that rate.
 * **Model**: see :func:`fit_model`; it projects frames/s at 16, 32 and 64 nodes on 10 and

@@ -319,13 +319,16 @@ def one_line(log: str, text: str) -> str:
 def test_worker_host_killed(three_hosts, tmp_path):
     c = three_hosts
     procs, t_fault = run_until_fault(c, tmp_path / "out", lambda: c.kill(2))
-    ends = hosts_empty_after(c, t_fault, T + 15)
+    seen: dict[str, float] = {}
+    ends = hosts_empty_after(c, t_fault, T + 15, logged="WorkerDied:", seen=seen)
     assert sorted(ends) == [0, 1, 2] and max(ends.values()) < T + 15, ends
     line = one_line(c.log(0), "WorkerDied:")
     assert "worker2 (rank 2, host 198.18.0.3" in line and "closed its connection" in line, line
     assert procs[0].poll() == 1 and procs[1].poll() is not None
-    assert ends[0] < 5, ends  # detected at once: the killed host's sockets were closed
-    print(f"worker host killed: hosts empty after {ends}")
+    # Detected at once (the killed host's sockets were closed): the driver's line, not its node's
+    # exit, which torchrun's agent takes its time over (6.3 s once at load 25 on 2 cores).
+    assert seen["WorkerDied:"] < 5, (seen, ends)
+    print(f"worker host killed: detected after {seen['WorkerDied:']:.1f}s; hosts empty after {ends}")
 
 
 def test_worker_host_cut_off(three_hosts, tmp_path):

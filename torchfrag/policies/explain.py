@@ -40,11 +40,11 @@ logger = logging.getLogger(__name__)
 _REWARD = ("next", "reward")
 
 #: Bytes one rank puts on its link per gloo all-reduce and per peer (``world - 1``), beyond the
-#: ring's tensor traffic: gloo's ring messages (each with its own header) and the Ethernet, IP and
-#: TCP headers and acknowledgements around them. Measured once on the simulated cluster's veth
-#: links (``python -m benchmarks.cluster --collectives``: 1441-1669 B at 2, 4 and 8 ranks for 256 B
-#: and 36 KiB tensors, torch 2.x's gloo); without it ``data_parallel``'s prediction fell 8-21% short
-#: of what the links carried.
+#: ring's tensor traffic: gloo's ring messages (each with its own framing) and the Ethernet, IP and
+#: TCP headers and acknowledgements around them (~15 packets per peer, whatever the tensor's size).
+#: Measured once on the simulated cluster's veth links (``python -m benchmarks.cluster
+#: --bandwidth``'s probe: 1435-1669 B at 2, 4 and 8 ranks for 256 B and 36 KiB tensors, torch 2.x's
+#: gloo); without it ``data_parallel``'s prediction fell 8-21% short of what the links carried.
 ALLREDUCE_PEER_OVERHEAD = 1600
 
 __all__ = ["explain", "Crossing", "crossings"]

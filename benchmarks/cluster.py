@@ -19,6 +19,10 @@ with the README's command, and node 0 (the driver) times the iterations after ``
   acknowledgements, RPC framing included). Beside them, what ``explain`` predicts for the same
   placement (``pickled``: the pickled payloads; ``bytes``: the tensors alone) and what the
   runtime's counters counted.
+* **All-reduce overhead**: :func:`allreduce_overhead` measures once what a gloo all-reduce puts on
+  each rank's link beyond the ring's tensor bytes, per peer, at 2, 4 and 8 ranks (the figure
+  ``explain`` adds to a collective's crossing, ``ALLREDUCE_PEER_OVERHEAD``); ``--bandwidth`` reruns
+  it and the link-limited runs only.
 * **Link limits** (``--limits``): ``tc qdisc ... tbf`` on both ends of every host's link (the
   host's ``eth0`` and its switch port), so each host sends and receives at most that rate.
 * **Model**: see :func:`fit_model`; it projects frames/s at 16, 32 and 64 nodes on 10 and
@@ -51,6 +55,8 @@ ENV = ("Debug-v0", {"step_sleep_us": 1000})
 POLICIES = ("actors", "multi_learner", "data_parallel")
 #: The hosts each policy's model is fitted on (multi_learner on 1 host is one learner: another layout).
 FIT_HOSTS = {"multi_learner": (2, 4)}
+#: The policies whose per-host learner cost is ``actors``' (see :func:`fit_model`).
+SLOPE_FROM_ACTORS = ("multi_learner",)
 
 
 def policy_config(name: str, hosts: int, envs_per_worker: int, timeout: float = 120.0
@@ -184,7 +190,8 @@ def _lstsq(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
-def fit_model(points: list[dict[str, Any]], fit_hosts: tuple[int, ...] = (1, 2, 4)) -> dict[str, Any]:
+def fit_model(points: list[dict[str, Any]], fit_hosts: tuple[int, ...] = (1, 2, 4),
+              slope: float | None = None) -> dict[str, Any]:
     """Fits ``T(N) = c + a * N`` to one policy's iteration times (the hosts in ``fit_hosts``).
 
     ``c`` is the time every iteration takes whatever ``N`` is (the hosts' rollouts, in parallel);
@@ -194,11 +201,19 @@ def fit_model(points: list[dict[str, Any]], fit_hosts: tuple[int, ...] = (1, 2, 
     The network's part of ``a`` is taken out as ``bytes(N) / B_veth + messages(N) * m`` with the
     measured bytes and calls per host and the per-message cost ``m`` measured between two hosts,
     so that a projection can put it back for another network.
+
+    ``slope``: ``a`` taken from elsewhere, only ``c`` fitted (``multi_learner``: its two fitted
+    points, 2 and 4 hosts, lie 3 ms apart, within their noise, and fitted ``a`` to 1.4 ms per
+    host; its learners run the same learner fragments on the same batch per host as
+    ``actors``' learner, on the same 2 cores, so ``actors``' ``a`` is used).
     """
     pts = sorted((p for p in points if p["hosts"] in fit_hosts), key=lambda p: p["hosts"])
     xs = [float(p["hosts"]) for p in pts]
     ys = [median(p["iteration_s"]) for p in pts]
     c, a = _lstsq(xs, ys)
+    if slope is not None:
+        a = slope
+        c = sum(y - a * x for x, y in zip(xs, ys)) / len(xs)
     per_host_bytes = _lstsq(xs, [p["carried"] for p in pts])[1]
     per_host_calls = _lstsq(xs, [p["predicted_calls"] for p in pts])[1]
     return {"c_s": c, "a_s_per_host": a, "bytes_per_host": max(0.0, per_host_bytes),
@@ -286,16 +301,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--repeats", type=int, default=3, help="alternating runs of the headline pair")
     p.add_argument("--summarize", action="store_true",
                    help="refit the model and redraw from benchmarks/results/cluster.json (no runs)")
+    p.add_argument("--bandwidth", action="store_true",
+                   help="rerun only the link-limited runs and the all-reduce overhead probe, keep the rest "
+                        "of benchmarks/results/cluster.json")
     args = p.parse_args(argv)
     if args.job_node:
         node(json.loads(args.job_node))
         return {}
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if args.summarize:
+    if args.summarize or args.bandwidth:
         from benchmarks._common import RESULTS_DIR
 
         with open(os.path.join(RESULTS_DIR, "cluster.json")) as f:
             old = json.load(f)
+        if args.bandwidth:
+            old["setup"]["allreduce_overhead"] = allreduce_overhead()
+            old["setup"].setdefault("limit_hosts", args.limit_hosts)
+            old["limited"] = [measure(pol, old["setup"]["limit_hosts"], args, limit)
+                              for limit in args.limits for pol in args.policies]
         return summarize(old)
     hosts = args.hosts or ([1, 2, 4] if args.quick else [1, 2, 4, 8])
     if args.quick:
@@ -303,6 +326,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     msg_s, veth = ping_cost(), veth_speed_gbit()
     logger.info("between two hosts: %.0f us per round trip, %.1f Gbit/s", msg_s * 1e6, veth)
+    overhead = allreduce_overhead()
     scaling = [measure(pol, n, args) for pol in args.policies for n in hosts]
     limited = [measure(pol, args.limit_hosts, args, limit) for limit in args.limits for pol in args.policies]
     top = max(hosts)
@@ -315,8 +339,63 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     return summarize({"setup": {"env": ENV[0], "options": ENV[1], "envs_per_worker": args.envs_per_worker,
                                 "steps": args.steps, "warmup": args.warmup, "iterations": args.iterations,
-                                "round_trip_s": msg_s, "veth_gbit": veth, "limit_hosts": args.limit_hosts},
+                                "round_trip_s": msg_s, "veth_gbit": veth, "limit_hosts": args.limit_hosts,
+                                "allreduce_overhead": overhead},
                       "headline": headline, "scaling": scaling, "limited": limited})
+
+
+_COLLECTIVE_PROBE = """
+import json, os, sys, time
+import torch, torch.distributed as dist
+from torchfrag.testing.cluster import sent_bytes
+rank, world, size = map(int, sys.argv[1:4])
+out = sys.argv[4]
+os.environ["GLOO_SOCKET_IFNAME"] = "eth0"  # the host's own interface (the cluster's env drops it)
+dist.init_process_group("gloo", init_method="tcp://198.18.0.1:29650", rank=rank, world_size=world)
+t = torch.ones(size // 4)
+def window(k):
+    dist.barrier(); time.sleep(0.3); dist.barrier()
+    before = sum(sent_bytes().values()) if rank == 0 else 0
+    for _ in range(k):
+        dist.all_reduce(t)
+    dist.barrier(); time.sleep(0.3)
+    after = sum(sent_bytes().values()) if rank == 0 else 0
+    dist.barrier()
+    return after - before
+small, big = window(20), window(120)
+if rank == 0:  # the barriers' traffic cancels in the difference
+    open(out, "w").write(json.dumps((big - small) / 100 / world))
+dist.destroy_process_group()
+"""
+
+
+def allreduce_overhead(worlds: tuple[int, ...] = (2, 4, 8), sizes: tuple[int, ...] = (256, 36620)
+                       ) -> list[dict[str, float]]:
+    """What one rank's gloo all-reduce puts on its link beyond the ring's tensor bytes, per peer.
+
+    ``world`` hosts all-reduce a ``size``-byte tensor 120 and 20 times; the difference of the
+    bytes their links carried, per all-reduce and rank, minus ``2 * (world - 1) / world * size``,
+    divided by ``world - 1``: the figure ``explain`` uses (``ALLREDUCE_PEER_OVERHEAD``).
+    """
+    from torchfrag.testing.cluster import Cluster
+
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+    found = []
+    for world in worlds:
+        with tempfile.TemporaryDirectory() as tmp, Cluster(world, log_dir=tmp, env=env) as c:
+            for size in sizes:
+                out = os.path.join(tmp, f"{size}.json")
+                procs = [c.run(i, [sys.executable, "-c", _COLLECTIVE_PROBE, str(i), str(world), str(size), out],
+                               name=f"probe{size}") for i in range(world)]
+                if [p.wait(300) for p in procs] != [0] * world:
+                    raise RuntimeError(f"all-reduce probe failed:\n{c.log(0)[-2000:]}")
+                per_rank = json.loads(Path(out).read_text())
+                ring = 2 * (world - 1) / world * size
+                found.append({"world": world, "size": size, "per_rank": per_rank,
+                              "per_peer_overhead": (per_rank - ring) / (world - 1)})
+                logger.info("all-reduce of %d B over %d ranks: %.0f B per rank, %.0f B per peer beyond the ring",
+                            size, world, per_rank, found[-1]["per_peer_overhead"])
+    return found
 
 
 def summarize(payload: dict[str, Any]) -> dict[str, Any]:
@@ -330,7 +409,8 @@ def summarize(payload: dict[str, Any]) -> dict[str, Any]:
         one = next((r["fps"] for r in pts if r["hosts"] == 1), float("nan"))
         fit_hosts = FIT_HOSTS.get(pol, (1, 2, 4))
         if len([r for r in pts if r["hosts"] in fit_hosts]) >= 2:
-            models[pol] = fit_model(pts, fit_hosts)
+            slope = models["actors"]["a_s_per_host"] if pol in SLOPE_FROM_ACTORS and "actors" in models else None
+            models[pol] = fit_model(pts, fit_hosts, slope)
             top = max(r["hosts"] for r in pts)
             top_fps = next(r["fps"] for r in pts if r["hosts"] == top)
             pred = predict_fps(models[pol], pol, top, frames_per_host)
@@ -366,14 +446,15 @@ def summarize(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 #: What MSRL reports about its scaling, as far as the search tools could find it: the paper's
-#: abstract (arXiv 2210.00882, USENIX ATC 2023) says it scales RL training to 64 GPUs; the
-#: per-point numbers of its PPO scaling figure were not found in any stored text, so none are
-#: quoted here.
+#: abstract (arXiv 2210.00882, USENIX ATC 2023; also its introduction, in a stored copy of the
+#: paper's text) says it scales RL training to 64 GPUs; the per-point values of its PPO scaling
+#: figure (the evaluation section) were in no stored text searched (pages and docs corpora,
+#: searched again on 2026-11-26), so none are quoted: only the abstract's claim.
 MSRL: dict[str, Any] = {
     "source": "Zhu et al., MSRL: Distributed Reinforcement Learning with Dataflow Fragments, "
               "USENIX ATC 2023, arXiv 2210.00882 (abstract: 'scaling RL training to 64 GPUs')",
     "points": None,
-    "table": {64: "scales PPO to 64 GPUs (figure values not found)"},
+    "table": {64: "scales PPO to 64 GPUs (abstract only; figure values not found)"},
 }
 
 

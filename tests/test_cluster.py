@@ -5,11 +5,12 @@ route) in a fixture that removes them, and checks that nothing is left, even whe
 Host 0 runs the driver (node 0), hosts 1 and 2 one worker each, every node started with the README's
 ``torchrun`` command running a user's script (``_cluster_job.py``).
 
-Stated bounds (``policy.timeout`` = T, here 8 s; README, "Several machines"):
+Stated bounds (``policy.timeout`` = T, here 6 s; README, "Several machines"):
 
 * a worker host killed: the driver raises ``WorkerDied`` naming the rank and host at once (< 5 s);
-* a worker host cut off: the driver raises ``WorkerTimeout`` naming it within T + 5 s; the cut-off
-  worker exits by itself (it pings the driver) within T + 5 s;
+* a worker host cut off: the driver raises ``WorkerTimeout`` naming it within T + 5 s (when its
+  line appears in the log); the cut-off worker exits by itself (it pings the driver) within
+  T + 5 s;
 * the driver host cut off: every worker exits with "lost the driver" within T + 5 s;
 * every process of every host is gone within T + 15 s of the fault (torchrun agents included);
 * a host that never joins: torchrun's rendezvous gives up after its ``--rdzv-conf timeout``.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -30,12 +32,12 @@ import torchfrag
 from torchfrag.policies import PPOFactory
 from torchfrag.testing.cluster import Cluster, unavailable
 
-from _cluster_job import CFG, train
+from _cluster_job import CFG
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(torchfrag.__file__)))
 TESTS = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(TESTS, "_cluster_job.py")
-T = 8.0  # policy.timeout of the fault tests
+T = 6.0  # policy.timeout of the fault tests
 
 
 def host_env() -> dict[str, str]:
@@ -175,26 +177,50 @@ def assert_own_listeners(c: Cluster, seen: list[set[tuple[str, int]]]) -> None:
         assert ours == {c.address(i)}, seen
 
 
+def start_loopback(policy: dict | str, iterations: int, out: Path) -> subprocess.Popen:
+    """The same job on this machine's loopback (its workers spawned there, no ``torchrun``),
+    started beside the cluster's job so that the two run at once; its parameters go to ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    spec = policy if isinstance(policy, str) else json.dumps(policy)
+    return subprocess.Popen([sys.executable, JOB, spec, str(iterations), str(out)], cwd=str(out), env=host_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def loopback_params(proc: subprocess.Popen, out: Path, timeout: float = 150) -> torch.Tensor:
+    try:
+        log, _ = proc.communicate(timeout=timeout)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, log.decode(errors="replace")[-3000:]
+    return torch.load(out / "params.pt")
+
+
 def check_equals_loopback(c: Cluster, policy: dict | str, out: Path, count_bytes: bool = False) -> None:
     env = {"CLUSTER_JOB_COUNT_BYTES": "1"} if count_bytes else None
+    # The same run with spawned workers on loopback: the same envs per rank, the same arithmetic.
+    reference = start_loopback(policy, ITER, out.parent / "loopback")
     seen = run_watching_listeners(c, policy, ITER, out, env=env)
     across = torch.load(out / "params.pt")
-    # The same run with spawned workers on loopback: the same envs per rank, the same arithmetic.
-    assert torch.equal(across, train(policy, ITER))
+    assert torch.equal(across, loopback_params(reference, out.parent / "loopback"))
     assert_own_listeners(c, seen)
+
+
+#: The policies whose traffic is checked against ``explain`` (below), with the kinds of crossing each has.
+TRAFFIC = {"actors": {"data", "state"}, "data_parallel": {"data", "gradients"}}
 
 
 @pytest.mark.parametrize("name", list(POLICIES))
 def test_policy_across_three_hosts_equals_loopback(three_hosts, tmp_path, name):
-    """``actors`` runs on links limited to 100 Mbit/s and also checks its traffic (below)."""
+    """``actors`` runs on links limited to 100 Mbit/s; ``actors`` and ``data_parallel`` also check
+    their traffic (below)."""
     if name == "actors":
         three_hosts.limit(100)
-    check_equals_loopback(three_hosts, POLICIES[name], tmp_path / "out", count_bytes=name == "actors")
-    if name == "actors":
-        check_traffic(POLICIES[name], tmp_path / "out")
+    check_equals_loopback(three_hosts, POLICIES[name], tmp_path / "out", count_bytes=name in TRAFFIC)
+    if name in TRAFFIC:
+        check_traffic(POLICIES[name], tmp_path / "out", TRAFFIC[name])
 
 
-def check_traffic(policy: dict, out: Path) -> None:
+def check_traffic(policy: dict, out: Path, kinds: set[str]) -> None:
     """``explain``'s predicted bytes per iteration against what the hosts' links carried.
 
     Node 0 recorded what every host had sent so far (its switch port's counter) after each
@@ -209,7 +235,9 @@ def check_traffic(policy: dict, out: Path) -> None:
     of the neighbouring iterations or miss them (one-iteration windows measured -0.4% to +3.4%;
     this one spans two).
     A prediction that missed a crossing (the weights are about four fifths of the bytes here)
-    or counted one twice would fall far outside.
+    or counted one twice would fall far outside. ``data_parallel``: a collective's crossing is
+    what each rank sends (the ring's tensor bytes and gloo's per-peer overhead), so it counts
+    once per rank; without the overhead the prediction fell 15-20% short here.
     """
     from torchfrag.graph import capture
     from torchfrag.policies import as_policy
@@ -223,9 +251,10 @@ def check_traffic(policy: dict, out: Path) -> None:
         cross = crossings(as_policy(policy).place(capture(loop)))
     finally:
         loop.close()
-    predicted = sum(x.pickled for x in cross)
-    assert {x.kind for x in cross} == {"data", "state"}
-    print(f"{policy['name']}, 100 Mbit/s links: {carried:.0f} B/iteration carried, {predicted} predicted "
+    ranks = policy.get("workers", 1)
+    predicted = sum(x.pickled * (ranks if x.kind == "gradients" else 1) for x in cross)
+    assert {x.kind for x in cross} == kinds
+    print(f"{policy['name']}, {carried:.0f} B/iteration carried, {predicted} predicted "
           f"({100 * (carried / predicted - 1):+.1f}%)")
     assert abs(carried / predicted - 1) <= 0.05, (carried, predicted, cross)
 
@@ -237,7 +266,7 @@ def test_multi_learner_across_four_hosts_equals_loopback(four_hosts, tmp_path):
 def test_async_actors_across_three_hosts(three_hosts, tmp_path):
     """Asynchronous, so not compared bit for bit: it runs every iteration on every actor's batches
     (one per actor per learner step: the whole pool's frames each iteration) and learns."""
-    c, out, iterations = three_hosts, tmp_path / "out", 6
+    c, out, iterations = three_hosts, tmp_path / "out", 4
     policy = {"name": "async_actors", "actors": 2, "staleness": 8, "timeout": 60}
     seen = run_watching_listeners(c, policy, iterations, out)
     counts = json.loads((out / "counts.json").read_text())
@@ -266,10 +295,14 @@ def run_until_fault(c: Cluster, out: Path, fault) -> tuple[list, float]:
     return procs, time.monotonic()
 
 
-def hosts_empty_after(c: Cluster, since: float, limit: float, hosts=range(3)) -> dict[int, float]:
-    """Seconds from ``since`` until each host has no process left (waits up to ``limit``)."""
+def hosts_empty_after(c: Cluster, since: float, limit: float, hosts=range(3), logged: str | None = None,
+                      seen: dict[str, float] | None = None) -> dict[int, float]:
+    """Seconds from ``since`` until each host has no process left (waits up to ``limit``); with
+    ``logged``, also when that text first appeared in host 0's log (``seen[logged]``)."""
     ends: dict[int, float] = {}
-    while len(ends) < len(hosts) and time.monotonic() - since < limit:
+    while (len(ends) < len(hosts) or (logged and logged not in seen)) and time.monotonic() - since < limit:
+        if logged and logged not in seen and logged in c.log(0):
+            seen[logged] = time.monotonic() - since
         for i in hosts:
             if i not in ends and not c.pids(i):
                 ends[i] = time.monotonic() - since
@@ -286,26 +319,32 @@ def one_line(log: str, text: str) -> str:
 def test_worker_host_killed(three_hosts, tmp_path):
     c = three_hosts
     procs, t_fault = run_until_fault(c, tmp_path / "out", lambda: c.kill(2))
-    ends = hosts_empty_after(c, t_fault, T + 15)
+    seen: dict[str, float] = {}
+    ends = hosts_empty_after(c, t_fault, T + 15, logged="WorkerDied:", seen=seen)
     assert sorted(ends) == [0, 1, 2] and max(ends.values()) < T + 15, ends
     line = one_line(c.log(0), "WorkerDied:")
     assert "worker2 (rank 2, host 198.18.0.3" in line and "closed its connection" in line, line
     assert procs[0].poll() == 1 and procs[1].poll() is not None
-    assert ends[0] < 5, ends  # detected at once: the killed host's sockets were closed
-    print(f"worker host killed: hosts empty after {ends}")
+    # Detected at once (the killed host's sockets were closed): the driver's line, not its node's
+    # exit, which torchrun's agent takes its time over (6.3 s once at load 25 on 2 cores).
+    assert seen["WorkerDied:"] < 5, (seen, ends)
+    print(f"worker host killed: detected after {seen['WorkerDied:']:.1f}s; hosts empty after {ends}")
 
 
 def test_worker_host_cut_off(three_hosts, tmp_path):
     c = three_hosts
     procs, t_fault = run_until_fault(c, tmp_path / "out", lambda: c.cut(2))
-    ends = hosts_empty_after(c, t_fault, T + 15)
+    seen: dict[str, float] = {}
+    ends = hosts_empty_after(c, t_fault, T + 15, logged="WorkerTimeout:", seen=seen)
     assert sorted(ends) == [0, 1, 2] and max(ends.values()) < T + 15, ends
     line = one_line(c.log(0), "WorkerTimeout:")
     assert "worker2 (rank 2, host 198.18.0.3" in line and f"within {T:.1f}s (policy.timeout)" in line, line
     line = one_line(c.log(2), "lost the driver")
     assert line.startswith("worker2 (host 198.18.0.3): lost the driver at 198.18.0.1"), line
-    assert T - 1 < ends[0] < T + 5 and ends[2] < T + 5, ends
-    print(f"worker host cut off: hosts empty after {ends}")
+    # The driver's detection (its log line), not its exit: torchrun's agent then takes its time
+    # to stop the node (host 0 emptied 5.2 s after T once on the loaded 2-core machine).
+    assert T - 1 < seen["WorkerTimeout:"] < T + 5 and ends[2] < T + 5, (seen, ends)
+    print(f"worker host cut off: detected after {seen['WorkerTimeout:']:.1f}s; hosts empty after {ends}")
 
 
 def test_driver_host_cut_off(three_hosts, tmp_path):
@@ -324,7 +363,7 @@ def test_driver_host_cut_off(three_hosts, tmp_path):
 
 def test_host_that_never_joins(three_hosts, tmp_path):
     c = three_hosts
-    wait = 10
+    wait = 6
     t0 = time.monotonic()
     procs = start_job(c, FAULT_POLICY, 3, tmp_path / "out", hosts=range(2),
                       torchrun_args=("--rdzv-conf", f"timeout={wait}"))

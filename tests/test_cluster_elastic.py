@@ -27,7 +27,7 @@ from test_cluster import three_hosts  # noqa: F401 (a fixture)
 ENVS, STEPS, MINIBATCH, EPOCHS = 4, 16, 32, 2
 FRAMES = ENVS * STEPS  # per iteration
 ADAM_STEPS = EPOCHS * FRAMES // MINIBATCH  # optimizer steps per iteration
-ITERATIONS = 40
+ITERATIONS = 12
 KILL_AFTER = 3  # kill the worker host once this iteration's checkpoint is written
 
 

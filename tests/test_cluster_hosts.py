@@ -25,18 +25,20 @@ from pathlib import Path
 
 import torch
 
-from _cluster_job import CFG, train
+from _cluster_job import CFG
 from test_cluster import (  # noqa: F401 (three_hosts is a fixture)
     ITER,
     T,
+    loopback_params,
     one_line,
+    start_loopback,
     start_job,
     three_hosts,
     wait_all,
 )
 
 FRAMES = CFG["num_envs"] * CFG["steps"]  # per iteration
-LATE = 8.0  # how late host 2 joins
+LATE = 4.0  # how late host 2 joins
 
 USER_POLICY = """\
 # A user's policy in their own config folder: the shipped actors, with the advantage
@@ -60,6 +62,7 @@ def test_user_policy_across_three_hosts_one_joining_late(three_hosts, tmp_path):
     path = folder / "my_actors.yaml"
     path.write_text(USER_POLICY)
     rdzv = ("--rdzv-conf", "timeout=60")
+    reference = start_loopback(str(path), ITER, tmp_path / "loopback")  # runs meanwhile
     first = start_job(c, str(path), ITER, out, hosts=range(2), torchrun_args=rdzv)
     time.sleep(LATE)
     assert all(p.poll() is None for p in first), c.log(0)[-3000:]  # still waiting, not failed
@@ -71,7 +74,7 @@ def test_user_policy_across_three_hosts_one_joining_late(three_hosts, tmp_path):
     counts = json.loads((out / "counts.json").read_text())
     assert counts == {"frames": ITER * FRAMES, "iterations": ITER}, counts
     # The same run over loopback: the same parameters, the rule and the late host changed nothing.
-    assert torch.equal(torch.load(out / "params.pt"), train(str(path), ITER))
+    assert torch.equal(torch.load(out / "params.pt"), loopback_params(reference, tmp_path / "loopback"))
 
 
 def test_on_failure_continue_when_a_worker_host_dies(three_hosts, tmp_path):

@@ -39,6 +39,14 @@ logger = logging.getLogger(__name__)
 
 _REWARD = ("next", "reward")
 
+#: Bytes one rank puts on its link per gloo all-reduce and per peer (``world - 1``), beyond the
+#: ring's tensor traffic: gloo's ring messages (each with its own framing) and the Ethernet, IP and
+#: TCP headers and acknowledgements around them (~15 packets per peer, whatever the tensor's size).
+#: Measured once on the simulated cluster's veth links (``python -m benchmarks.cluster
+#: --bandwidth``'s probe: 1435-1669 B at 2, 4 and 8 ranks for 256 B and 36 KiB tensors, torch 2.x's
+#: gloo); without it ``data_parallel``'s prediction fell 8-21% short of what the links carried.
+ALLREDUCE_PEER_OVERHEAD = 1600
+
 __all__ = ["explain", "Crossing", "crossings"]
 
 
@@ -56,8 +64,9 @@ class Crossing:
             (:class:`~torchfrag.runtime.comm.CommStats` for RPC, the all-reduced gradient
             bytes of each rank for collectives).
         pickled: Bytes of the pickled payloads per iteration (tensor data plus the keys,
-            shapes and containers around it); for a collective, the traffic of each rank in
-            a ring all-reduce (``2 * (world - 1) / world`` times ``bytes``).
+            shapes and containers around it); for a collective, what each rank puts on its
+            link: the ring all-reduce's tensor traffic (``2 * (world - 1) / world`` times
+            ``bytes``) plus gloo's per-peer message overhead (:data:`ALLREDUCE_PEER_OVERHEAD`).
         once: Tensor bytes sent once, at the first iteration only (the first reset of
             remote envs, the requests an asynchronous policy keeps in flight).
     """
@@ -313,8 +322,18 @@ def gradient_crossings(graph: FragmentGraph, where: str, world: int) -> list[Cro
 
     ``bytes`` are the gradient bytes each rank all-reduces per iteration (what
     :class:`~torchfrag.fragments.base.GradientSyncOptimizer` counts): the optimizer's
-    parameters, times its steps per iteration; ``pickled`` the ring all-reduce's traffic per rank,
-    ``2 * (world - 1) / world`` times that.
+    parameters, times its steps per iteration; ``pickled`` what each rank puts on its link: the ring
+    all-reduce's traffic, ``2 * (world - 1) / world`` times that, plus
+    :data:`ALLREDUCE_PEER_OVERHEAD` per peer and all-reduce.
+
+    Example:
+        >>> from torchfrag.graph import capture
+        >>> from torchfrag.policies.factory import PPOFactory
+        >>> loop = PPOFactory("CartPole-v1", {"num_envs": 4, "steps": 8, "minibatch_size": 32})()
+        >>> [g] = gradient_crossings(capture(loop), "replica[4]", 4)
+        >>> g.pickled == 2 * g.bytes * 3 // 4 + g.calls * 3 * ALLREDUCE_PEER_OVERHEAD
+        True
+        >>> loop.close()
     """
     out = []
     for n in graph.nodes:
@@ -330,7 +349,8 @@ def gradient_crossings(graph: FragmentGraph, where: str, world: int) -> list[Cro
         reduced = nbytes * per_iter
         out.append(Crossing(f"{n.name}@{where}", f"{n.name}@{where}",
                             "gradients", f"all-reduce of {len(params)} tensors ({steps})",
-                            per_iter, reduced, 2 * reduced * (world - 1) // max(1, world)))
+                            per_iter, reduced, 2 * reduced * (world - 1) // max(1, world)
+                            + per_iter * (world - 1) * ALLREDUCE_PEER_OVERHEAD))
     return out
 
 

@@ -751,6 +751,12 @@ def main() -> None:
         while flag in sys.argv[1:]:
             sys.argv.remove(flag)
             os.environ["HYDRA_FULL_ERROR"] = "1"
+    from torchfrag.private_net import run_isolated, wants_isolation
+
+    if wants_isolation(sys.argv[1:]):  # one host, ports: in a network namespace of its own
+        rc = run_isolated(sys.argv[1:])
+        if rc is not None:
+            raise SystemExit(rc)
     register_schemas()
     try:
         hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_hydra_main)()

@@ -8,7 +8,8 @@ wheel's version, loads ``libmujoco.so.<version>`` from it with
 ``RTLD_GLOBAL`` (so ``torchfrag._C`` binds to the very library the ``mujoco``
 Python package uses) and asks the loaded library for its version.
 
-It also tells the C++ tasks where Gymnasium's MuJoCo models are: the
+It also tells the C++ tasks where Gymnasium's MuJoCo models are (and the
+DeepMind Control Suite tasks where dm_control's suite is, ``TORCHFRAG_DMC_ASSETS``): the
 environment variable ``TORCHFRAG_MUJOCO_ASSETS`` is set to
 ``<gymnasium>/envs/mujoco/assets`` unless the user already set it.  A task's
 ``xml_file`` option is resolved against that folder exactly as Gymnasium
@@ -24,6 +25,7 @@ import os
 
 MUJOCO_VERSION = "4.0.0"
 ASSETS_ENV_VAR = "TORCHFRAG_MUJOCO_ASSETS"
+DMC_ASSETS_ENV_VAR = "TORCHFRAG_DMC_ASSETS"
 
 _library: ctypes.CDLL | None = None
 
@@ -46,6 +48,18 @@ def gymnasium_assets_dir() -> str | None:
     if gym_dir is None:
         return None
     return os.path.join(gym_dir, "envs", "mujoco", "assets")
+
+
+def dmc_assets_dir() -> str | None:
+    """Folder of the DeepMind Control Suite's XML models, or ``None`` without dm_control.
+
+    dm_control is only located, never imported: it needs another MuJoCo than
+    the one the pool links (the ``dmc`` extra installs it for its files).
+    """
+    dmc_dir = _package_dir("dm_control")
+    if dmc_dir is None:
+        return None
+    return os.path.join(dmc_dir, "suite")
 
 
 def preload() -> None:
@@ -89,4 +103,7 @@ def preload() -> None:
     assets = gymnasium_assets_dir()
     if assets is not None:
         os.environ.setdefault(ASSETS_ENV_VAR, assets)
+    dmc = dmc_assets_dir()
+    if dmc is not None:
+        os.environ.setdefault(DMC_ASSETS_ENV_VAR, dmc)
     _library = lib

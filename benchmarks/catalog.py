@@ -1,0 +1,154 @@
+"""Env catalogue throughput: torchfrag vs envpool 1.2.5 per family, and vs the physics limit.
+
+For each env id of a family, the same ids, batch and threads run on torchfrag's
+pool and envpool (sync ``step`` of the whole batch), alternating sides, and
+report medians of env steps per second.  Where a family has a physics engine,
+its limit is measured too: the same envs stepped in a plain C++ loop with no
+pool around them (``benchmarks/native/<family>_limit.cpp``), so ``of limit``
+says how much of the engine's speed the pool keeps.  Results go to
+``benchmarks/results/catalog_<family>.json`` and ``.png``.
+
+Usage:
+    python -m benchmarks.catalog --family box2d            # a few minutes
+    python -m benchmarks.catalog --family minigrid --quick # fewer ids, sizes and repeats
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import logging
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable
+
+from benchmarks._common import (
+    alternate,
+    bar_plot,
+    fmt_rate,
+    fmt_ratio,
+    median,
+    print_table,
+    write_json,
+)
+from benchmarks.envs import pool_runners
+
+log = logging.getLogger("benchmarks.catalog")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Family -> (env ids measured, the --quick subset); envpool 1.2.5 has the same ids.
+FAMILIES: dict[str, tuple[list[str], list[str]]] = {
+    "box2d": (["LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
+               "BipedalWalkerHardcore-v3"],
+              ["LunarLander-v3", "BipedalWalker-v3"]),
+    "minigrid": (["MiniGrid-Empty-8x8-v0", "MiniGrid-DoorKey-8x8-v0", "MiniGrid-FourRooms-v0",
+                  "MiniGrid-LavaCrossingS9N1-v0", "MiniGrid-KeyCorridorS3R3-v0",
+                  "MiniGrid-MultiRoom-N2-S4-v0", "MiniGrid-Dynamic-Obstacles-8x8-v0",
+                  "MiniGrid-Fetch-8x8-N3-v0", "MiniGrid-GoToDoor-8x8-v0", "MiniGrid-MemoryS9-v0"],
+                 ["MiniGrid-Empty-8x8-v0", "MiniGrid-DoorKey-8x8-v0", "MiniGrid-FourRooms-v0"]),
+}
+# Batch sizes per family (full run, --quick).
+SIZES: dict[str, tuple[list[int], list[int]]] = {
+    "box2d": ([16, 64, 256], [16, 64]),
+    "minigrid": ([16, 256], [64]),
+}
+
+
+def _build_box2d_limit(workdir: str) -> str:
+    """Compiles the Box2D limit loop against the extension build's Box2D objects."""
+    objects = sorted(glob.glob(os.path.join(ROOT, "build", "temp.*", "build", "native", "box2d",
+                                            "**", "*.o"), recursive=True))
+    sources = sorted(glob.glob(os.path.join(ROOT, "build", "native", "box2d", "src-*")))
+    if not objects or not sources:
+        raise SystemExit("build the extension first (setup.py build_ext --inplace): the Box2D "
+                         "objects under build/ are what the limit loop links")
+    exe = os.path.join(workdir, "box2d_limit")
+    cmd = [os.environ.get("CXX", "g++"), "-std=c++17", "-O3", "-pthread",
+           "-I" + os.path.join(ROOT, "csrc"), "-I" + sources[-1],
+           os.path.join(ROOT, "benchmarks", "native", "box2d_limit.cpp"), *objects, "-o", exe]
+    subprocess.run(cmd, check=True)
+    return exe
+
+
+def limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: float
+                 ) -> Callable[[], float]:
+    """One measurement of the plain C++ loop over the same envs."""
+    def measure() -> float:
+        out = subprocess.run([exe, env_id, str(n), str(threads), str(min_time)],
+                             check=True, capture_output=True, text=True)
+        return float(out.stdout.strip())
+    return measure
+
+
+def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_time: float,
+        threads: int) -> dict:
+    records = []
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = _build_box2d_limit(tmp) if family == "box2d" else None
+        for env_id in env_ids:
+            for n in sizes:
+                runners, closers = pool_runners(env_id, n, "sync", threads, min_time)
+                if exe is not None:
+                    runners["limit"] = limit_runner(exe, env_id, n, threads, min_time)
+                log.info("measuring %s n=%d", env_id, n)
+                samples = alternate(runners, repeats)
+                for close in closers:
+                    close()
+                records.append({"env_id": env_id, "num_envs": n, "mode": "sync",
+                                "threads": threads, "samples": samples,
+                                "median": {k: median(v) for k, v in samples.items()}})
+    return {"records": records}
+
+
+def report(result: dict, family: str) -> None:
+    rows = []
+    for r in result["records"]:
+        m = r["median"]
+        ours = m["torchfrag"]
+        r["ratio_vs_envpool"] = ours / m["envpool"]
+        r["fraction_of_limit"] = ours / m["limit"] if "limit" in m else None
+        rows.append([r["env_id"], r["num_envs"], fmt_rate(m["envpool"]), fmt_rate(ours),
+                     fmt_ratio(r["ratio_vs_envpool"]), fmt_rate(m.get("limit")),
+                     f"{100 * r['fraction_of_limit']:.0f}%" if "limit" in m else "-"])
+    ratios = [r["ratio_vs_envpool"] for r in result["records"]]
+    result["median_ratio_vs_envpool"] = median(ratios)
+    rows.append(["median", "", "", "", fmt_ratio(median(ratios)), "", ""])
+    threads = result["settings"]["threads"]
+    print_table(["env", "envs", "envpool", "torchfrag", "vs envpool", "limit", "of limit"], rows,
+                title=f"{family}: env steps/s, sync, {threads} threads (medians)")
+    name = f"catalog_{family}"
+    groups = [f"{r['env_id'].removeprefix('MiniGrid-').rsplit('-', 1)[0]} n={r['num_envs']}"
+              for r in result["records"]]
+    series = {k: [r["median"].get(k, float("nan")) for r in result["records"]]
+              for k in ("torchfrag", "envpool", "limit")
+              if any(k in r["median"] for r in result["records"])}
+    print("wrote", write_json(name, result))
+    print("wrote", bar_plot(name, groups, series, "env steps / s",
+                            f"{family}: torchfrag vs envpool 1.2.5 vs physics limit "
+                            f"({threads} threads)", log=False))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--family", choices=sorted(FAMILIES), required=True)
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--min-time", type=float, default=None, help="seconds per measurement")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    ids, quick_ids = FAMILIES[args.family]
+    sizes, quick_sizes = SIZES[args.family]
+    if args.quick:
+        ids, sizes, repeats, min_time = quick_ids, quick_sizes, args.repeats or 3, args.min_time or 0.5
+    else:
+        repeats, min_time = args.repeats or 5, args.min_time or 1.0
+    result = run(args.family, ids, sizes, repeats, min_time, args.threads)
+    result["settings"] = {"family": args.family, "sizes": sizes, "repeats": repeats,
+                          "min_time": min_time, "threads": args.threads}
+    report(result, args.family)
+
+
+if __name__ == "__main__":
+    main()

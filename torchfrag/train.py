@@ -813,6 +813,28 @@ def _sigint_exits() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _maybe_run_isolated(argv: list[str]) -> None:
+    """Runs a one-host distributed run in a network namespace of its own (see
+    :mod:`torchfrag.private_net`) and exits with its status; returns to run here otherwise.
+
+    Overrides that do not compose stay here, so that this process reports them in one line.
+    """
+    from torchfrag.private_net import run_isolated, wants_isolation
+
+    if not wants_isolation(argv):
+        return
+    if not any(a in ("-m", "--multirun") for a in argv):  # a sweep's values compose per job
+        try:
+            compose_config([a for a in argv if not a.startswith(("hydra.", "hydra/", "-"))])
+        except Exception:  # noqa: BLE001 - reported by the composition below, in one line
+            return
+    _restore_full_error_setting()  # the child reports as the user asked
+    rc = run_isolated(argv)  # passes Ctrl-C on to the run
+    if rc is not None:
+        raise SystemExit(rc)
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # no namespace: composed here, errors come back
+
+
 def _main() -> None:
     import sys
 
@@ -822,12 +844,6 @@ def _main() -> None:
         while flag in sys.argv[1:]:
             sys.argv.remove(flag)
             os.environ["HYDRA_FULL_ERROR"] = "1"
-    from torchfrag.private_net import run_isolated, wants_isolation
-
-    if wants_isolation(sys.argv[1:]):  # one host, ports: in a network namespace of its own
-        rc = run_isolated(sys.argv[1:])
-        if rc is not None:
-            raise SystemExit(rc)
     # Composition errors (unknown option, malformed override, missing `+`, wrong type) come back
     # here as exceptions, to be reported in one line; _hydra_main restores the user's setting.
     _FULL_ERRORS["asked"] = os.environ.get("HYDRA_FULL_ERROR") == "1"
@@ -841,6 +857,7 @@ def _main() -> None:
     from tqdm import tqdm
 
     tqdm.set_lock(threading.RLock())
+    _maybe_run_isolated(sys.argv[1:])
     try:
         hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_hydra_main)()
     except Exception as err:

@@ -376,6 +376,7 @@ std::shared_ptr<Pool::Job> Pool::make_job(std::vector<int64_t> ids, bool reset, 
   double est = (reset ? ns_per_reset_ : ns_per_step_).load(std::memory_order_relaxed);
   if (est <= 0.0) est = kUnknownNs;
   job->est_ns = est;
+  job->worst_ns = (reset ? peak_ns_per_reset_ : peak_ns_per_step_).load(std::memory_order_relaxed);
   job->plan = plan_chunks(n, est, participants, !workers_.empty(), kInlineNs, kChunkNs);
   job->claims.reset(n, job->plan);
   return job;
@@ -416,11 +417,14 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
   const int64_t participants = static_cast<int64_t>(workers_.size()) + 1;
   auto job = make_job(std::move(ids), reset, false, participants);
   job->sync_buf = buf;
-  // The caller steps chunks too, unless one chunk would keep it from its
-  // interrupt checks for long (a slow env): then it only waits.
+  // The caller steps chunks too, unless one chunk could keep it from its
+  // interrupt checks for long (a slow env, or envs never measured yet: the
+  // first step of 20 s envs would hold Ctrl-C for 20 s): then it only waits.
+  // Without workers nobody else can run them.
   const bool caller_helps =
-      job->plan.run_inline ||
-      static_cast<double>(job->plan.chunk) * job->est_ns < kCallerChunkNs;
+      workers_.empty() ||
+      (job->worst_ns > 0.0 &&
+       static_cast<double>(job->plan.chunk) * job->worst_ns < kCallerChunkNs);
   if (job->plan.nchunks > 1 || !caller_helps) {
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
@@ -693,6 +697,9 @@ void Pool::run_chunks(Job& job, bool caller) {
       auto& estimate = job.reset ? ns_per_reset_ : ns_per_step_;
       const double old = estimate.load(std::memory_order_relaxed);
       estimate.store(old <= 0.0 ? ns : 0.8 * old + 0.2 * ns, std::memory_order_relaxed);
+      auto& peak = job.reset ? peak_ns_per_reset_ : peak_ns_per_step_;
+      peak.store(std::max(ns, 0.9 * peak.load(std::memory_order_relaxed)),
+                 std::memory_order_relaxed);
     }
     if (job.claims.finish() && !job.async) {
       {

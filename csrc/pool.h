@@ -222,6 +222,9 @@ class Pool {
     ChunkPlan plan;
     ChunkClaims claims;
     double est_ns = 0.0;  // estimated cost of one env (step or reset)
+    // Slowest recent cost of one env, 0 before anything was measured: what the
+    // calling thread of a sync call risks by stepping a chunk itself.
+    double worst_ns = 0.0;
     std::mutex mu;
     std::condition_variable cv;
     bool finished = false;
@@ -315,6 +318,11 @@ class Pool {
   // the step (an async send must not run a slow env inline).
   std::atomic<double> ns_per_step_{0.0};
   std::atomic<double> ns_per_reset_{0.0};
+  // Slowest recent per-env cost: a peak that decays by 10% a chunk, so one slow
+  // step keeps the caller out of env code for a while, and a preempted chunk of
+  // cheap envs is soon forgotten.
+  std::atomic<double> peak_ns_per_step_{0.0};
+  std::atomic<double> peak_ns_per_reset_{0.0};
 };
 
 }  // namespace torchfrag

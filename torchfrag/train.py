@@ -28,6 +28,7 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import os
 import time
 from collections import deque
@@ -88,7 +89,11 @@ class TrainConfig:
     target_return: float | None = None
     target_window: int = 20
     resume: str | None = None
-    checkpoint_every: int = 50
+    checkpoint_every: int = 0
+    checkpoint_every_frames: int = 100_000
+    checkpoint_every_seconds: float = 600.0
+    checkpoint_keep: int = 3
+    checkpoint_keep_best: bool = True
     eval_episodes: int = 10
     video: bool = False
     progress: bool = True
@@ -235,16 +240,17 @@ def _check(cfg: DictConfig) -> None:
             raise ValueError(f"{key} must be a positive number of frames, got {value}")
         if value is not None and int(value) > MAX_FRAMES:
             raise ValueError(f"{key} must be at most 2**63 - 1 frames, got {value}")
-    for key, low in (("checkpoint_every", 0), ("eval_episodes", 0), ("target_window", 1),
-                     ("env.eval_envs", 1)):
+    for key, low in (("checkpoint_every", 0), ("checkpoint_every_frames", 0), ("checkpoint_every_seconds", 0),
+                     ("checkpoint_keep", 1), ("eval_episodes", 0), ("target_window", 1), ("env.eval_envs", 1)):
         value = OmegaConf.select(cfg, key)
-        if int(value) < low:
+        if not float(value) >= low or not math.isfinite(float(value)):
             raise ValueError(f"{key} must be >= {low}{_MEANING.get(key, '')}, got {value}")
     _check_algo(cfg)
 
 
 #: What the lowest allowed value of a top-level count means, for the refusal's message.
-_MEANING = {"checkpoint_every": " (0: only the final checkpoint)", "eval_episodes": " (0: skip)"}
+_MEANING = {"checkpoint_every": " (0: off)", "checkpoint_every_frames": " (0: off)",
+            "checkpoint_every_seconds": " (0: off)", "eval_episodes": " (0: skip)"}
 
 
 def _check_algo(cfg: DictConfig) -> None:
@@ -264,6 +270,11 @@ def _check_algo(cfg: DictConfig) -> None:
         raise ValueError(f"{key}={frames} is less than one iteration's {pcfg.frames_per_iteration} "
                          f"frames (algo.num_envs={pcfg.num_envs} x algo.steps={pcfg.steps}); raise "
                          f"{key} or lower algo.num_envs or algo.steps")
+    warmup = pcfg.warmup_frames
+    if warmup and frames <= warmup:  # nothing would be left to train on
+        raise ValueError(f"{key}={frames} is not more than the {warmup} warm-up frames that count towards it "
+                         f"(algo.learning_starts={getattr(pcfg, 'learning_starts', None)}, TorchRL's "
+                         f"init_random_frames); raise {key} above {warmup} or lower algo.learning_starts")
 
 
 def _check_env_options(cfg: DictConfig) -> None:
@@ -544,6 +555,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     from torchfrag.graph import capture
     from torchfrag.runtime import run, save_checkpoint
     from torchfrag.runtime.checkpoint import remove_partial_writes
+    from torchfrag.train_checkpoints import Cadence, Retention
     from torchfrag.train_loggers import make_logger
 
     _check(cfg)
@@ -596,15 +608,24 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
                disable=not cfg.progress, dynamic_ncols=True)
     state = {"t0": time.perf_counter(), "f0": rollout.frames, "last": None, "checkpoint": resume_path}
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+    cadence = Cadence(every_iterations=int(cfg.checkpoint_every),
+                      every_frames=int(cfg.checkpoint_every_frames),
+                      every_seconds=float(cfg.checkpoint_every_seconds))
+    cadence.start(rollout.frames, time.monotonic())
+    retention = Retention(keep=int(cfg.checkpoint_keep), keep_best=bool(cfg.checkpoint_keep_best))
 
     def checkpoint(iteration: int) -> str:
+        score = sum(window) / len(window) if window else None  # the mean training return now
+        path = os.path.join(ckpt_dir, f"iter_{iteration:06d}.pt")
         payload = {"state": training_state(loop), "rng": torch.get_rng_state(),
                    "iteration": iteration, "curve": [list(c) for c in curve],
-                   "config": config_yaml}
-        path = os.path.join(ckpt_dir, f"iter_{iteration:06d}.pt")
+                   "config": config_yaml, "train_return": score}
         save_checkpoint(payload, path)
+        retention.add(path, score)
+        payload["checkpoints"] = retention.index()  # what this run kept, with their returns
         save_checkpoint(payload, os.path.join(ckpt_dir, "latest.pt"))
-        state["checkpoint"] = path
+        cadence.mark(iteration, rollout.frames, time.monotonic())
+        state["checkpoint"], state["saved"] = path, iteration
         return path
 
     def hook(i: int, metrics: Any, g: Any) -> bool:
@@ -624,7 +645,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         bar.update(frames - bar.n)
         if window:
             bar.set_postfix(ret=f"{sum(window) / len(window):.1f}", fps=f"{fps:.0f}", refresh=False)
-        if cfg.checkpoint_every and (i + 1) % int(cfg.checkpoint_every) == 0:
+        if cadence.due(i + 1, frames, time.monotonic()):
             checkpoint(i + 1)
         state["last"] = i + 1
         if cfg.target_return is not None and len(window) == window.maxlen and \
@@ -639,6 +660,11 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
                      factory=factory, iterations=max(0, iterations - start),
                      hooks=[hook], start=start)
     except KeyboardInterrupt:
+        if state["last"] is not None and state.get("saved") != state["last"]:
+            # The state as Ctrl-C found it, labelled with the last finished iteration; a failed
+            # write leaves the previous checkpoint to resume from.
+            with contextlib.suppress(Exception):
+                checkpoint(state["last"])
         _log_interrupt(rollout.frames, state["checkpoint"])
         raise
     finally:
@@ -787,6 +813,28 @@ def _sigint_exits() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _maybe_run_isolated(argv: list[str]) -> None:
+    """Runs a one-host distributed run in a network namespace of its own (see
+    :mod:`torchfrag.private_net`) and exits with its status; returns to run here otherwise.
+
+    Overrides that do not compose stay here, so that this process reports them in one line.
+    """
+    from torchfrag.private_net import run_isolated, wants_isolation
+
+    if not wants_isolation(argv):
+        return
+    if not any(a in ("-m", "--multirun") for a in argv):  # a sweep's values compose per job
+        try:
+            compose_config([a for a in argv if not a.startswith(("hydra.", "hydra/", "-"))])
+        except Exception:  # noqa: BLE001 - reported by the composition below, in one line
+            return
+    _restore_full_error_setting()  # the child reports as the user asked
+    rc = run_isolated(argv)  # passes Ctrl-C on to the run
+    if rc is not None:
+        raise SystemExit(rc)
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # no namespace: composed here, errors come back
+
+
 def _main() -> None:
     import sys
 
@@ -809,6 +857,7 @@ def _main() -> None:
     from tqdm import tqdm
 
     tqdm.set_lock(threading.RLock())
+    _maybe_run_isolated(sys.argv[1:])
     try:
         hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_hydra_main)()
     except Exception as err:

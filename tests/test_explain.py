@@ -116,7 +116,7 @@ def _measured(res) -> int:
     total = res.extra["comm_total"]
     reduced = res.extra["comm"].get("allreduce_bytes", 0.0) * res.iterations
     written = res.extra["comm"].get("replay_bytes", 0.0) * res.iterations
-    return total.bytes_sent + total.bytes_received + int(round(reduced)) + int(round(written))
+    return total.bytes_sent + total.bytes_received + int(round(reduced)) + round(written)
 
 
 POLICIES = [

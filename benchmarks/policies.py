@@ -246,6 +246,149 @@ def multi_learner_vs_actors(totals: list[int], epw: int, steps: int, warmup: int
     return out
 
 
+def _apex_loop(num_envs: int, seed: int, env_slice: Any, actors: int, steps: int) -> Any:
+    """Ape-X DQN as a user writes it: rollout (fixed epsilon per actor) -> replay write -> sample -> learn."""
+    import torch
+    from tensordict.nn import TensorDictSequential
+    from torch import nn
+    from torchrl.modules import EGreedyModule
+
+    from torchfrag.algos.dqn import make_qnet, q_module
+    from torchfrag.algos.envs import make_env
+    from torchfrag.algos.qlearning import Q_KEYS, QLearn, TensorReplay
+    from torchfrag.fragments import ReplaySample, ReplayWrite, Rollout
+    from torchfrag.policies.factory import slice_seeds
+
+    env_id, options = SLOW
+    opts = {**options, "num_threads": 1}
+    if env_slice is None:
+        env = make_env(env_id, num_envs, seed=seed, **opts)
+    else:
+        env = make_env(env_id, env_slice.count, seed=slice_seeds(seed, env_slice), **opts)
+    i = env_slice.worker if env_slice is not None else 0
+    eps = 0.4 ** (1 + 7 * i / max(1, actors - 1))  # Ape-X's per-actor epsilon
+
+    class ApeXDQN(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.env = env
+            qnet = make_qnet(env, [64, 64])
+            greedy = EGreedyModule(env.action_spec_unbatched, eps_init=eps, eps_end=eps)
+            self.rollout = Rollout(TensorDictSequential(qnet, greedy), env, steps=steps)
+            self.buffer = TensorReplay(50_000)
+            self.write = ReplayWrite(self.buffer, in_keys=Q_KEYS)
+            self.sample = ReplaySample(self.buffer, batch_size=4 * 64, out_keys=Q_KEYS)
+            self.learn = QLearn(q_module(qnet), lr=1e-3, updates=4, batch_size=64, gamma=0.99, tau=0.05,
+                                max_grad_norm=10.0)
+
+        def forward(self) -> Any:
+            batch = self.write(self.rollout().select(*Q_KEYS))
+            return self.learn(self.sample(batch))
+
+        def close(self) -> None:
+            self.env.close()
+
+    torch.manual_seed(seed)
+    return ApeXDQN()
+
+
+class ApeXFactory:
+    """Builds the replay-role DQN loop on the driver and on every actor (its env slice)."""
+
+    def __init__(self, envs_per_actor: int, actors: int, steps: int, seed: int = 0) -> None:
+        self.envs_per_actor, self.actors, self.steps, self.seed = envs_per_actor, actors, steps, seed
+
+    def __call__(self, env_slice: Any = None) -> Any:
+        return _apex_loop(self.envs_per_actor * self.actors, self.seed, env_slice, self.actors, self.steps)
+
+
+def apex_fps(actors: int, epw: int, steps: int, warmup: int, iterations: int) -> dict[str, float]:
+    """Frames/s of the replay-role DQN (``policy=apex``) with ``actors`` actors, after ``warmup`` iterations."""
+    import torch
+
+    from torchfrag.graph import capture
+    from torchfrag.runtime import run
+
+    torch.set_num_threads(1)
+    factory = ApeXFactory(epw, actors, steps)
+    loop = factory()
+    marks: list[tuple[float, int]] = []
+
+    def hook(i: int, out: Any, g: Any) -> bool:
+        marks.append((time.perf_counter(), loop.rollout.frames))
+        return False
+
+    try:
+        res = run(capture(loop), {"name": "apex", "actors": actors, "timeout": 120},
+                  iterations=warmup + iterations, hooks=[hook], factory=factory)
+    finally:
+        loop.close()
+    (t0, f0), (t1, f1) = marks[warmup - 1], marks[-1]
+    comm = res.extra.get("comm", {})
+    return {"fps": (f1 - f0) / (t1 - t0), "bytes": float(comm.get("bytes", 0.0)),
+            "replay_bytes": float(comm.get("replay_bytes", 0.0))}
+
+
+def replay_scaling(actors: list[int], epw: int, steps: int, warmup: int, iters: int,
+                   repeats: int) -> dict[str, Any]:
+    """Replay-role DQN frames/s with 1, 2, 4 ... actors on the slow env, alternating order, medians."""
+    load0 = os.getloadavg()
+    runs = alternate({f"apex x{n}": (lambda n=n: apex_fps(n, epw, steps, warmup, iters)) for n in actors},
+                     repeats)
+    load1 = os.getloadavg()
+    fps = {k: median([r["fps"] for r in v]) for k, v in runs.items()}
+    one = fps[f"apex x{actors[0]}"]
+    rows = []
+    for n in actors:
+        k = f"apex x{n}"
+        last = runs[k][-1]
+        rows.append([n, fmt_rate(fps[k]), " ".join(fmt_rate(r["fps"]) for r in runs[k]),
+                     fmt_ratio(fps[k] / one), f"{fps[k] / (one * n / actors[0]):.0%}",
+                     fmt_rate(last["replay_bytes"]) + "B", fmt_rate(last["bytes"]) + "B"])
+    print_table(["actors", "frames/s (median)", "all runs", "speed-up", "efficiency",
+                 "actors->replay bytes/iter", "via learner bytes/iter"], rows,
+                title="replay-role DQN (policy=apex), slow env, weak scaling (alternating, medians)")
+    print(f"load average (1, 5, 15 min): {load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f} -> "
+          f"{load1[0]:.1f} {load1[1]:.1f} {load1[2]:.1f}")
+    return {"runs": runs, "fps_median": fps,
+            "speedup": {str(n): fps[f"apex x{n}"] / one for n in actors},
+            "loadavg_start": list(load0), "loadavg_end": list(load1),
+            "setup": {"env": SLOW[0], "options": SLOW[1], "envs_per_actor": epw, "steps": steps,
+                      "warmup": warmup, "iterations": iters, "repeats": repeats,
+                      "dqn": "4 updates of 64 per iteration, replay 50k", "pool_threads_per_actor": 1}}
+
+
+def plot_replay(rep: dict[str, Any], name: str = "policies_replay") -> str:
+    """Frames/s vs actors (every run and the median) of the replay-role DQN: ``results/<name>.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from benchmarks._common import RESULTS_DIR
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ns = [int(k.rsplit("x", 1)[1]) for k in rep["fps_median"]]
+    for n, (k, runs) in zip(ns, rep["runs"].items()):
+        ax.plot([n] * len(runs), [r["fps"] for r in runs], "o", color="C0", alpha=0.4)
+    ax.plot(ns, list(rep["fps_median"].values()), "-", color="C0", label="median")
+    one = rep["fps_median"][f"apex x{ns[0]}"]
+    ax.plot(ns, [one * n / ns[0] for n in ns], "--", color="grey", lw=0.8, label="linear")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns, [str(n) for n in ns])
+    ax.set_xlabel("actors")
+    ax.set_ylabel("DQN frames/s")
+    la = rep["loadavg_start"][0], rep["loadavg_end"][0]
+    ax.set_title(f"replay role (apex), slow env 1 ms/step; load {la[0]:.1f} -> {la[1]:.1f}", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(RESULTS_DIR, f"{name}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def cartpole_pair(repeats: int, warmup: int, iters: int) -> dict[str, Any]:
     """``actors`` x2 vs ``MultiSyncCollector`` x2 on CartPole (1 env per worker, 128 steps), alternating.
 
@@ -291,6 +434,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         "(results/policies_cartpole.json)")
     p.add_argument("--multi-learner-only", action="store_true",
                    help="only multi_learner vs actors (results/policies_multi_learner.json)")
+    p.add_argument("--replay-only", action="store_true",
+                   help="only the replay-role DQN with 1, 2, 4 actors (results/policies_replay.json)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     quick = args.quick
@@ -304,6 +449,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     slow_epw, slow_steps = 64, 16
     cp_epw, cp_steps = 8, 64
 
+    if args.replay_only:
+        rep = replay_scaling(workers if args.workers else [1, 2, 4], slow_epw, slow_steps, warmup, iters,
+                             repeats)
+        path = write_json("policies_replay", {"replay": rep, "quick": quick})
+        png = plot_replay(rep)
+        print(f"wrote {path} and {png}")
+        return rep
     if args.cartpole_only:
         pair = cartpole_pair(repeats, warmup, iters)
         path = write_json("policies_cartpole", {"cartpole_pair": pair, "quick": quick})

@@ -132,6 +132,15 @@ def _policies(d: dict[str, Any]) -> list[Headline]:
                      _ratio(h["slow_speedup"]), "7x")]
 
 
+def _policies_replay(d: dict[str, Any]) -> list[Headline]:
+    r = d["replay"]
+    ns = sorted(int(k) for k in r["speedup"])
+    top, one = f"apex x{ns[-1]}", f"apex x{ns[0]}"
+    return [Headline(f"replay-role DQN (`apex`), slow env, {ns[0]} -> {ns[-1]} actors, frames/s",
+                     _rate(r["fps_median"][top]), f"{ns[0]} actor {_rate(r['fps_median'][one])}",
+                     _ratio(r["speedup"][str(ns[-1])]), "-")]
+
+
 def _cluster(d: dict[str, Any]) -> list[Headline]:
     h = d["headline"]
     top = f"actors x{h['hosts']}"
@@ -240,6 +249,10 @@ BENCHMARKS: list[Benchmark] = [
               "The alternating headline pairs alone", ("policies_headline.json",)),
     Benchmark("policies_multi_learner", "python -m benchmarks.policies --multi-learner-only",
               "multi_learner vs actors on the slow env", ("policies_multi_learner.json",)),
+    Benchmark("policies_replay", "python -m benchmarks.policies --replay-only",
+              "Replay-role DQN (policy=apex) on the slow env, 1, 2, 4 actors", ("policies_replay.json",
+                                                                                "policies_replay.png"),
+              _policies_replay),
     Benchmark("cluster", "python -m benchmarks.cluster (as root)",
               "Policies across simulated hosts: scaling, link limits, bytes predicted vs carried, 64-node model",
               ("cluster.json", "cluster.png"), _cluster),

@@ -111,10 +111,12 @@ def _predicted(graph, policy, iterations: int) -> int:
 
 
 def _measured(res) -> int:
-    """Every tensor byte the run sent: RPC both ways, and each rank's all-reduced gradients."""
+    """Every tensor byte the run sent: RPC both ways, each rank's all-reduced gradients, and what
+    the actors wrote into a replay worker themselves (``apex``: never through the driver)."""
     total = res.extra["comm_total"]
     reduced = res.extra["comm"].get("allreduce_bytes", 0.0) * res.iterations
-    return total.bytes_sent + total.bytes_received + int(round(reduced))
+    written = res.extra["comm"].get("replay_bytes", 0.0) * res.iterations
+    return total.bytes_sent + total.bytes_received + int(round(reduced)) + round(written)
 
 
 POLICIES = [
@@ -123,7 +125,10 @@ POLICIES = [
     "central_inference",
     "data_parallel",
     {"name": "multi_learner", "learners": 2, "actors_per_learner": 1, "advantage": "actors"},
+    {"name": "apex", "actors": 2},  # actors -> replay worker -> learner: two hops, both counted
 ]
+POOLS = {"name": "actor_pools", "pools": {"trainers": 2, "probers": 1},
+         "rules": [{"node": "collect", "role": "trainers"}, {"node": "probe", "role": "probers"}]}
 
 
 @pytest.mark.parametrize("policy", POLICIES, ids=lambda p: p if isinstance(p, str) else p["name"])
@@ -143,6 +148,19 @@ def test_explained_bytes_equal_the_bytes_sent(policy):
     loop.close()
 
 
+def test_explained_bytes_equal_the_bytes_sent_by_two_actor_pools():
+    from test_placement_pools import PoolsFactory
+
+    f = PoolsFactory()
+    loop = f()
+    g = capture(loop)
+    predicted = _predicted(g, POOLS, 3)
+    res = run(g, POOLS, iterations=3, factory=f)
+    assert wait_no_children() == []
+    assert res.extra["executor"] == "actor_pools" and _measured(res) == predicted
+    loop.close()
+
+
 def test_collection_only_loop_crosses_processes():
     f = CollectFactory()
     loop = f()
@@ -156,14 +174,22 @@ def test_collection_only_loop_crosses_processes():
 
 
 def test_explain_changes_no_state_and_no_random_stream():
+    from test_placement_pools import PoolsFactory
+
     loop = NormQFactory()()
     g = capture(loop)
+    pools = PoolsFactory()()  # two rollouts on two actor pools (its factory seeds: build it first)
+    pools_graph = capture(pools)
+    pools_before = {k: v.clone() for k, v in pools.state_dict().items()}
     torch.manual_seed(3), random.seed(3), np.random.seed(3)
     before = {k: v.clone() for k, v in loop.state_dict().items()}
     streams = (torch.random.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())
     for policy in ["local", *POLICIES]:
         text = explain(g, policy, show=False)
         assert "pickled" in text or policy == "local"
+    assert "pickled" in explain(pools_graph, POOLS, show=False)
+    assert all(torch.equal(pools_before[k], v) for k, v in pools.state_dict().items())
+    pools.close()
     after = loop.state_dict()
     assert float(after["norm.count"]) == pytest.approx(1e-4)  # the act never ran on fake data
     assert all(torch.equal(before[k], v) for k, v in after.items())
@@ -195,3 +221,18 @@ def test_undeclared_optimizer_steps_are_assumed_and_said():
                 if c.kind == "gradients"]
     assert grad4.calls == UPDATES and grad4.bytes == UPDATES * grad.bytes
     loop.close(), declared.close()
+
+
+def test_apex_refuses_a_learner_fragment_before_the_replay_write():
+    from torchfrag.policies import PolicyError
+
+    class GlobalFeatures(Features):  # not per env: the apex rules leave it on the learner
+        per_env = False
+
+    loop = NormQFactory()()
+    placement = as_policy({"name": "apex", "actors": 2}).place(capture(loop))
+    assert placement.roles["features"] == "actor"  # per-env: runs on the actors, before their write
+    loop.features = GlobalFeatures()
+    with pytest.raises(PolicyError, match=r"\['features'\] feed write but are on the learner"):
+        as_policy({"name": "apex", "actors": 2}).place(capture(loop))
+    loop.close()

@@ -64,4 +64,24 @@ class ApexPolicy(ActorsPolicy):
                               f"(base_rules: {self.base_rules}, rules: {self.rules})")
         if graph.fragment(writes[0]).buffer is not graph.fragment(samples[0]).buffer:
             raise PolicyError(f"policy {self.name}: {writes[0]} and {samples[0]} use different buffers")
+        # The actors write their batches themselves: a fragment upstream of the write left on the
+        # learner would never see them (its output silently missing from the replay).
+        skipped = [n for n in _upstream(graph, writes[0]) if placement.roles.get(n, "learner") == "learner"]
+        if skipped:
+            raise PolicyError(f"policy {self.name}: {skipped} feed {writes[0]} but are on the learner; the "
+                              f"actors write into the replay themselves, so put them on the actors (a "
+                              f"rule such as {{tag: per_env, role: actor, chained: true}})")
         return placement
+
+
+def _upstream(graph: FragmentGraph, node: str) -> list[str]:
+    """The fragments whose outputs reach ``node`` (through any fx node)."""
+    fx_nodes = {n.name: n for n in graph.module.graph.nodes}
+    seen: set[str] = set()
+    todo = list(fx_nodes[node].all_input_nodes)
+    while todo:
+        n = todo.pop()
+        if n.name not in seen:
+            seen.add(n.name)
+            todo.extend(n.all_input_nodes)
+    return [n.name for n in graph.module.graph.nodes if n.op == "call_module" and n.name in seen]

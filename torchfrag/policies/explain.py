@@ -241,11 +241,12 @@ def replay_crossings(placement: Placement) -> list[Crossing]:
     held = placement.nodes_of("replay")
     write = next(n for n in held if isinstance(graph.fragment(n), ReplayWrite))
     sample = next(n for n in held if isinstance(graph.fragment(n), ReplaySample))
-    node = placement.nodes_of("actor")[0]
+    chain = placement.nodes_of("actor")  # the rollout, then the per-env fragments the actors run after it
+    node = chain[0]
     n_act = placement.workers("actor")
     per_actor = getattr(placement.policy, "envs_per_actor", None)
     envs, steps = _frames(graph, node, None if per_actor is None else int(per_actor) * n_act)
-    batch, _ = _fake_batch(graph, [node], steps)
+    batch, _ = _fake_batch(graph, chain, steps)
     keys = list(graph.fragment(write).in_keys)
     written = batch.select(*keys) if keys else batch
     summary = batch.select(*[k for k in (_REWARD, ("next", "done")) if k in batch.keys(True)])
@@ -262,7 +263,7 @@ def replay_crossings(placement: Placement) -> list[Crossing]:
                  n_act, to_learner, to_learner + n_act * _overhead((summary, 0, None, [], 0))),
         Crossing(f"{sample}@replay[1]", "learner", "data", f"sample of {size} transitions", 1, sampled,
                  sampled + _overhead(written[:, 0])),
-        _state_crossing(placement, [node], where, n_act),
+        _state_crossing(placement, chain, where, n_act),
     ]
 
 

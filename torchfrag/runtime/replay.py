@@ -152,7 +152,10 @@ class Replay(ReplicatedRollout):
         calls.wait([calls.call(replay, _remote_replay_nodes, write, sample)], [replay], count_bytes=False)
         self.replay_worker = replay
         self._keys = list(graph.fragment(write).in_keys)
-        fake = graph.fragment(chain[0]).env.fake_tensordict()
+        from torchfrag.policies.explain import _fake_batch
+
+        # the batch as the actors write it: after their whole chain (keys a per-env fragment adds too)
+        fake, _ = _fake_batch(graph, chain, 1)
         self._shapes = {k: (fake.get(k).shape[fake.batch_dims:], fake.get(k).dtype) for k in self._keys
                         if k in fake.keys(True)}
         self.install(chain, actors, all_envs, replace)

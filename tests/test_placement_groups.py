@@ -122,3 +122,56 @@ def test_rule_naming_an_absent_group_refused(tmp_path):
         run(capture(loop), _yaml_policy(tmp_path, text), iterations=1, factory=PoolsFactory(exploration="mode"))
     assert wait_no_children() == []
     loop.close()
+
+
+#: A replay shape under names of the user's own: collectors write, a buffer group samples.
+REPLAY_YAML = """
+name: collectors_and_buffer
+groups:
+  collectors: {size: 2, executor: replay}
+  buffer: {size: 1, executor: replay}
+rules:
+  - {tag: rollout, role: collectors, pick: first}
+  - {cls: ReplayWrite, role: buffer}
+  - {cls: ReplaySample, role: buffer}
+"""
+
+
+@pytest.mark.slow
+def test_yaml_only_replay_groups_collect_as_local(tmp_path):
+    from test_placement_replay import STEPS as REPLAY_STEPS
+    from test_placement_replay import ApeXFactory
+
+    policy = _yaml_policy(tmp_path, REPLAY_YAML)
+    factory = ApeXFactory(envs=4, actors=2)
+    loop = factory()
+    graph = capture(loop)
+    placement = policy.place(graph)
+    assert placement.kind == "replay"
+    assert placement.roles == {"rollout": "collectors", "write": "buffer", "sample": "buffer", "learn": "learner"}
+    cross = crossings(placement)
+    (to_buffer,) = [c for c in cross if c.dst == "write@buffer[1]"]
+    assert to_buffer.src == "rollout@collectors[2]"
+    local = factory()
+    run(capture(local), "local", iterations=2)
+    res = run(graph, policy, iterations=2, factory=factory)
+    assert wait_no_children() == []
+    assert res.extra["executor"] == "replay"
+    assert loop.rollout.frames == local.rollout.frames == 2 * 4 * REPLAY_STEPS
+    assert res.extra["comm"]["replay_bytes"] == to_buffer.bytes  # the collectors wrote it themselves
+    assert res.extra["comm"]["bytes"] == sum(c.bytes for c in cross if c is not to_buffer)
+    assert not torch.equal(_params(loop), _params(factory()))  # the learner stepped on the samples
+    loop.close(), local.close()
+
+
+def test_replay_groups_need_one_buffer_group(tmp_path):
+    """The replay executor reads which group is which from what they hold, or refuses in one line."""
+    from test_placement_replay import ApeXFactory
+
+    text = REPLAY_YAML.replace("  - {cls: ReplaySample, role: buffer}\n", "")
+    loop = ApeXFactory(envs=4, actors=2)()
+    placement = _yaml_policy(tmp_path, text).place(capture(loop))
+    with pytest.raises(PolicyError, match="one holding a ReplayWrite and a ReplaySample") as err:
+        crossings(placement)
+    assert "\n" not in str(err.value)
+    loop.close()

@@ -121,6 +121,7 @@ class ActorPoolsPolicy(Policy):
             raise PolicyError(f"policy {self.name}: pool names {list(self.pools)} may not include 'learner' "
                               "(the learner is the driver)")
         super().validate()
+        ActorsPolicy.validate(as_actors(self, next(iter(self.pools))))  # the pools' shared settings
 
     def place(self, graph: FragmentGraph) -> Placement:
         placement = super().place(graph)

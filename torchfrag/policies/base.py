@@ -2,10 +2,11 @@
 
 A policy is a plain dataclass (also registered as a Hydra structured config,
 ``conf/policy/<name>.yaml``). :meth:`Policy.place` maps a
-:class:`~torchfrag.graph.FragmentGraph` onto *roles* (``learner``,
-``actor``, ``env``, ``replica``), each role onto one or more workers and a
-device, and checks everything that can be checked before a process starts:
-worker counts, fragment names, devices.
+:class:`~torchfrag.graph.FragmentGraph` onto named *worker groups* (the
+policy's ``groups``: a size, a device and an executor kind each, see
+:mod:`torchfrag.policies.groups`; the driver is the group ``learner``) by
+its rules, and checks everything that can be checked before a process
+starts: group sizes, executor kinds, fragment names, devices.
 
 Example:
     >>> from torchfrag.policies import ActorsPolicy

@@ -41,13 +41,14 @@ class PoolsFactory:
     train_envs: int = 4
     probe_envs: int = 2
     seed: int = 0
+    exploration: str = "random"
 
     def __call__(self, env_slice: EnvSlice | None = None) -> nn.Module:
         torch.manual_seed(self.seed)
         node = env_slice.node if env_slice is not None else None
         train = _env(self.train_envs, self.seed, env_slice if node == "collect" else None)
         probe = _env(self.probe_envs, self.seed + 1, env_slice if node == "probe" else None)
-        return TrainAndProbe(train, probe)
+        return TrainAndProbe(train, probe, self.exploration)
 
 
 def _probe_actor_state() -> torch.Tensor:

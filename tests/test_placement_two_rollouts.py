@@ -32,12 +32,12 @@ STEPS = 8
 class TrainAndProbe(nn.Module):
     """``collect`` feeds the learner; ``probe`` runs the same actor on other envs each iteration."""
 
-    def __init__(self, train_env, probe_env) -> None:
+    def __init__(self, train_env, probe_env, exploration: str = "random") -> None:
         super().__init__()
         self.train_env, self.probe_env = train_env, probe_env
         self.actor = ReinforceLoop(train_env, STEPS, "random").actor
-        self.probe = Rollout(self.actor, probe_env, steps=STEPS // 2)
-        self.collect = Rollout(self.actor, train_env, steps=STEPS)
+        self.probe = Rollout(self.actor, probe_env, steps=STEPS // 2, exploration=exploration)
+        self.collect = Rollout(self.actor, train_env, steps=STEPS, exploration=exploration)
         self.returns = ReturnToGo()
         self.learn = PolicyGradient(self.actor)
 

@@ -1,11 +1,11 @@
 """The ``apex`` policy (Ape-X): actors write to a replay worker, the learner samples from it.
 
-A policy is data: its roles (``learner``, ``actor``, ``replay``), how many processes each
-has, and the rules of ``conf/policy/apex.yaml`` that put the loop's fragments on them (the
+A policy is data: its groups (``learner``, ``actor``, ``replay``: their sizes and executor,
+:mod:`torchfrag.policies.groups`) and the rules that put the loop's fragments on them (the
 rollout on the actors, every :class:`~torchfrag.fragments.ReplayWrite` and
-:class:`~torchfrag.fragments.ReplaySample` on the replay worker). The executor that runs it
-is :class:`torchfrag.runtime.replay.Replay`, chosen because the ``replay`` role holds nodes
-(:data:`~torchfrag.policies.base.ROLE_EXECUTORS`).
+:class:`~torchfrag.fragments.ReplaySample` on the replay worker), both in
+``conf/policy/apex.yaml``. The executor that runs it is :class:`torchfrag.runtime.replay.Replay`,
+the one its groups name. This class adds the defaults and the check of the replay group.
 
 Example:
     >>> from torchfrag.policies import as_policy
@@ -15,15 +15,13 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from torchfrag.graph import FragmentGraph
-from torchfrag.policies.base import ROLE_EXECUTORS, ActorsPolicy, Placement, PolicyError, register_policy
+from torchfrag.policies.base import ActorsPolicy, Placement, PolicyError, register_policy
 from torchfrag.policies.rules import shipped
 
 __all__ = ["ApexPolicy"]
-
-ROLE_EXECUTORS["replay"] = "replay"
 
 
 @register_policy
@@ -42,14 +40,7 @@ class ApexPolicy(ActorsPolicy):
 
     name: str = "apex"
     base_rules: list[dict[str, Any]] = field(default_factory=shipped("apex"))
-    roles: ClassVar[tuple[str, ...]] = ("learner", "actor", "replay")
-
-    @property
-    def num_workers(self) -> int:
-        return int(self.actors) + 1
-
-    def replicas(self, role: str) -> int:
-        return {"actor": int(self.actors), "replay": 1}.get(role, 1)
+    groups: dict[str, Any] = field(default_factory=shipped("apex", "groups"))
 
     def place(self, graph: FragmentGraph) -> Placement:
         placement = super().place(graph)

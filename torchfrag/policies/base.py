@@ -2,10 +2,11 @@
 
 A policy is a plain dataclass (also registered as a Hydra structured config,
 ``conf/policy/<name>.yaml``). :meth:`Policy.place` maps a
-:class:`~torchfrag.graph.FragmentGraph` onto *roles* (``learner``,
-``actor``, ``env``, ``replica``), each role onto one or more workers and a
-device, and checks everything that can be checked before a process starts:
-worker counts, fragment names, devices.
+:class:`~torchfrag.graph.FragmentGraph` onto named *worker groups* (the
+policy's ``groups``: a size, a device and an executor kind each, see
+:mod:`torchfrag.policies.groups`; the driver is the group ``learner``) by
+its rules, and checks everything that can be checked before a process
+starts: group sizes, executor kinds, fragment names, devices.
 
 Example:
     >>> from torchfrag.policies import ActorsPolicy
@@ -92,6 +93,9 @@ class Policy:
             e.g. ``{tag: per_env, role: actor}`` (a ``tag`` is a declared role of
             :meth:`~torchfrag.fragments.Fragment.tags`: ``rollout``, ``env``, ``act``,
             ``learn``, ``per_env``, ``impure``, ``optimizer``).
+        groups: The policy's worker groups as data: group name -> ``{size, device, executor,
+            driver}`` (:mod:`torchfrag.policies.groups`); rules put fragments on them. The
+            driver is the group ``learner``. The shipped policies' are read from their YAML.
         kind: The registered policy this one configures, when ``name`` is a new name (a
             user's YAML policy: ``name: my_actors``, ``kind: actors``); empty: ``name``.
         max_workers: Refuse runs with more worker processes than this.
@@ -107,24 +111,34 @@ class Policy:
     placement: dict[str, str] = field(default_factory=dict)
     base_rules: list[dict[str, Any]] = field(default_factory=list)
     rules: list[dict[str, Any]] = field(default_factory=list)
+    groups: dict[str, Any] = field(default_factory=dict)
     kind: str = ""
     max_workers: int = 64
 
-    #: Roles this policy knows (subclasses override).
-    roles: ClassVar[tuple[str, ...]] = ("learner",)
-    #: The executor kind this policy's placements always need (a policy that brings its own
-    #: executor); empty: the kind follows from the placement's shape (:attr:`Placement.kind`).
-    executor: ClassVar[str] = ""
-    #: Whether the actors' requests stay in flight (the learner takes batches as they arrive).
+    #: For a policy class that declares no group executor: whether the actors' requests stay in
+    #: flight (the shape-based choice of :attr:`Placement.kind`).
     asynchronous: ClassVar[bool] = False
-    #: Whether the ``learner`` role is a group of processes (the driver and learner workers,
-    #: each with actors of its own), even when it has one member.
+    #: For a policy class that declares no group executor: whether the ``learner`` role is a
+    #: group of processes, even when it has one member.
     replicated_learner: ClassVar[bool] = False
+
+    def declared_groups(self) -> dict[str, Any]:
+        """The groups as declared (``groups``; a policy class may add its own shorthand)."""
+        return dict(self.groups or {})
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The names of this policy's groups (``learner``, the driver, first)."""
+        from torchfrag.policies.groups import policy_groups
+
+        return tuple(policy_groups(self))
 
     @property
     def num_workers(self) -> int:
-        """Worker processes besides the driver."""
-        return 0
+        """Worker processes besides the driver (every group's size, the driver's member not counted)."""
+        from torchfrag.policies.groups import policy_groups
+
+        return sum(g.size - int(g.driver) for g in policy_groups(self).values())
 
     @property
     def distributed(self) -> bool:
@@ -132,18 +146,27 @@ class Policy:
         return self.num_workers > 0
 
     def replicas(self, role: str) -> int:
-        """Processes that run ``role`` (1 for the driver's ``learner``)."""
-        return 1
+        """Processes of group ``role`` (1 for the driver's ``learner`` unless declared larger)."""
+        from torchfrag.policies.groups import policy_groups
+
+        group = policy_groups(self).get(role)
+        return group.size if group is not None else 1
 
     def device(self, role: str) -> str:
-        """Device of ``role``."""
-        return str(self.devices.get(role, self.devices.get("default", "cpu")))
+        """Device of group ``role``."""
+        from torchfrag.policies.groups import policy_groups
+
+        group = policy_groups(self).get(role)
+        return group.device if group is not None else str(self.devices.get(role, self.devices.get("default", "cpu")))
 
     # -- validation ------------------------------------------------------------------------
     def validate(self) -> None:
         """Checks the policy's own fields (counts, devices); raises :class:`PolicyError`."""
         import math
 
+        from torchfrag.policies.groups import check_groups
+
+        check_groups(self)
         if not isinstance(self.timeout, (int, float)) or not math.isfinite(self.timeout) or self.timeout <= 0:
             raise PolicyError(f"policy {self.name}: timeout must be a finite number of seconds > 0, got "
                               f"{self.timeout!r} (a worker that never answers must fail the run)")
@@ -160,7 +183,7 @@ class Policy:
         for frag, role in self.placement.items():
             if role not in self.roles:
                 raise PolicyError(f"policy {self.name}: placement puts {frag!r} on unknown role "
-                                  f"{role!r}; roles: {list(self.roles)}")
+                                  f"{role!r} (no group of that name); groups: {list(self.roles)}")
         names = [f.name for f in fields(self) if f.init]
         for which in ("base_rules", "rules"):
             for i, rule in enumerate(getattr(self, which)):
@@ -210,7 +233,9 @@ class Policy:
         pinned = {graph.node(frag).name: role for frag, role in self.placement.items()}
         env_split = apply_rules(self, graph, [*self.base_rules, *self.rules], roles, pinned)
         roles.update(pinned)
-        return Placement(self, graph, roles, env_split)
+        placement = Placement(self, graph, roles, env_split)
+        placement.declared_kind()  # groups that disagree on their executor are refused here
+        return placement
 
     def _default_role(self, graph: FragmentGraph, node: str) -> str:
         """Role of ``node`` before any rule (``learner``); a user's policy class may override it."""
@@ -399,14 +424,7 @@ class ActorsPolicy(Policy):
     env_threads: int | None = None
     advantage: str = "learner"
     base_rules: list[dict[str, Any]] = field(default_factory=shipped("actors"))
-    roles: ClassVar[tuple[str, ...]] = ("learner", "actor")
-
-    @property
-    def num_workers(self) -> int:
-        return int(self.actors)
-
-    def replicas(self, role: str) -> int:
-        return int(self.actors) if role == "actor" else 1
+    groups: dict[str, Any] = field(default_factory=shipped("actors", "groups"))
 
     def validate(self) -> None:
         if self.actors < 1:
@@ -486,10 +504,10 @@ class AsyncActorsPolicy(ActorsPolicy):
 
     name: str = "async_actors"
     staleness: int = 2
-    asynchronous: ClassVar[bool] = True
     prefetch: int = 1
     batches_per_learn: int | None = None
     base_rules: list[dict[str, Any]] = field(default_factory=shipped("async_actors"))
+    groups: dict[str, Any] = field(default_factory=shipped("async_actors", "groups"))
     advantage: str = "learner"
 
     def validate(self) -> None:
@@ -529,14 +547,7 @@ class CentralInferencePolicy(Policy):
     env_workers: int = 2
     base_rules: list[dict[str, Any]] = field(default_factory=shipped("central_inference"))
     env_threads: int | None = None
-    roles: ClassVar[tuple[str, ...]] = ("learner", "env")
-
-    @property
-    def num_workers(self) -> int:
-        return int(self.env_workers)
-
-    def replicas(self, role: str) -> int:
-        return int(self.env_workers) if role == "env" else 1
+    groups: dict[str, Any] = field(default_factory=shipped("central_inference", "groups"))
 
     def validate(self) -> None:
         if self.env_workers < 1:
@@ -581,14 +592,7 @@ class DataParallelPolicy(Policy):
     backend: str = "gloo"
     replicate_envs: bool = False
     base_rules: list[dict[str, Any]] = field(default_factory=shipped("data_parallel"))
-    roles: ClassVar[tuple[str, ...]] = ("replica",)
-
-    @property
-    def num_workers(self) -> int:
-        return int(self.workers) - 1
-
-    def replicas(self, role: str) -> int:
-        return int(self.workers)
+    groups: dict[str, Any] = field(default_factory=shipped("data_parallel", "groups"))
 
     def validate(self) -> None:
         if self.workers < 1:
@@ -654,17 +658,7 @@ class MultiLearnerPolicy(Policy):
     backend: str = "gloo"
     base_rules: list[dict[str, Any]] = field(default_factory=shipped("multi_learner"))
     replicate_envs: bool = False
-    replicated_learner: ClassVar[bool] = True
-    roles: ClassVar[tuple[str, ...]] = ("learner", "actor")
-
-    @property
-    def num_workers(self) -> int:
-        return int(self.learners) - 1 + int(self.learners) * int(self.actors_per_learner)
-
-    def replicas(self, role: str) -> int:
-        if role == "actor":
-            return int(self.learners) * int(self.actors_per_learner)
-        return int(self.learners)
+    groups: dict[str, Any] = field(default_factory=shipped("multi_learner", "groups"))
 
     def validate(self) -> None:
         for field_name in ("learners", "actors_per_learner", "sync_every"):
@@ -712,7 +706,6 @@ class SingleDevicePolicy(Policy):
     device_name: str = "cuda"
     fallback_cpu: bool = False
     compile: bool = True
-    roles: ClassVar[tuple[str, ...]] = ("learner",)
 
     def resolved_device(self) -> str:
         """The device that will be used (after the CPU fallback)."""
@@ -732,8 +725,8 @@ class SingleDevicePolicy(Policy):
         return self.resolved_device()
 
 
-#: A role -> the executor kind that runs a placement in which the role holds nodes (a policy
-#: module that brings a new role with its own executor adds itself here).
+#: A role -> the executor kind that runs a placement in which the role holds nodes, for groups
+#: that declare no ``executor`` (a group's own ``executor`` is the data way to say it).
 ROLE_EXECUTORS: dict[str, str] = {}
 
 #: Executor kinds, chosen from the shape of a placement (:attr:`Placement.kind`).
@@ -766,9 +759,33 @@ class Placement:
         """Node names placed on ``role``."""
         return [n for n, r in self.roles.items() if r == role]
 
+    def groups_holding(self) -> list[str]:
+        """The groups that hold a fragment or an env step (in the policy's group order)."""
+        held = set(self.roles.values()) | set(self.env_split.values())
+        return [g for g in self.policy.roles if g in held]
+
+    def declared_kind(self) -> str:
+        """The executor kind the groups holding fragments declare (empty: none declares one).
+
+        Raises:
+            PolicyError: Two of those groups declare different executors.
+        """
+        from torchfrag.policies.groups import policy_groups
+
+        groups = policy_groups(self.policy)
+        kinds = {g: groups[g].executor for g in self.groups_holding() if groups[g].executor}
+        if len(set(kinds.values())) > 1:
+            raise PolicyError(f"policy {self.policy.name}: the groups that hold fragments name different "
+                              f"executors ({kinds}); one executor runs a placement")
+        return next(iter(kinds.values()), "")
+
     @property
     def kind(self) -> str:
-        """The executor this placement needs, from its shape (never from the policy's name).
+        """The executor this placement needs: the one its groups declare, else from its shape.
+
+        The groups that hold fragments name it (``executor`` of
+        :mod:`torchfrag.policies.groups`: every shipped policy's YAML does). A policy whose
+        groups declare none (a user's class) gets the kind its placement's shape implies:
 
         * ``replicated_loop``: every fragment on one replicated role that includes the driver
           (each replica, the driver too, runs the loop);
@@ -782,13 +799,13 @@ class Placement:
         * ``env_calls``: a rollout's env step placed on workers, its act on the driver;
         * ``fused``: everything on the driver, moved to a device or compiled;
         * ``in_process``: everything on the driver, on the CPU;
-        * a role of :data:`ROLE_EXECUTORS` holding nodes (``replay``): that role's executor;
-        * a policy that declares :attr:`Policy.executor` (``actor_pools``): that one, whatever the shape.
+        * a role of :data:`ROLE_EXECUTORS` holding nodes: that role's executor.
 
         Each kind is run by the class :func:`~torchfrag.runtime.executor.executor_class` returns.
         """
-        if self.policy.executor:
-            return self.policy.executor
+        declared = self.declared_kind()
+        if declared:
+            return declared
         held = set(self.roles.values())
         for role, kind in ROLE_EXECUTORS.items():
             if role in held:
@@ -849,10 +866,13 @@ def as_policy(policy: Any) -> Policy:
     data.pop("defaults", None)
     kind = data.get("kind") or ""
     cls = POLICY_CLASSES.get(name) or POLICY_CLASSES.get(kind)
+    if cls is None and not kind and data.get("groups"):
+        cls = Policy  # a policy that is data alone: its groups and rules (torchfrag.policies.groups)
     if cls is None:
         raise PolicyError(f"unknown distribution policy {name!r}" + (f" (kind {kind!r})" if kind else "")
-                          + f"; available: {sorted(POLICY_CLASSES)} (a new name needs `kind:` naming one "
-                          "of them, or a class registered with torchfrag.policies.register_policy)")
+                          + f"; available: {sorted(POLICY_CLASSES)} (a new name needs `groups:` with its "
+                          "rules, `kind:` naming one of them, or a class registered with "
+                          "torchfrag.policies.register_policy)")
     known = {f.name for f in fields(cls) if f.init}
     unknown = sorted(set(data) - known)
     if unknown:

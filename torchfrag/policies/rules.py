@@ -82,7 +82,8 @@ def check_rule(rule: Any, where: str, roles: Sequence[str], fields: Sequence[str
         return (f"{where} = {rule} must have exactly one of {list(RULE_MATCHERS)} and a 'role' "
                 f"(and optionally {list(RULE_MODIFIERS)})" + (f"; unknown keys {extra}" if extra else ""))
     if rule["role"] not in roles:
-        return f"{where} assigns unknown role {rule['role']!r}; roles: {list(roles)}"
+        return (f"{where} assigns unknown role {rule['role']!r} (no group of that name); groups: "
+                f"{list(roles)}")
     if "pick" in rule and rule["pick"] != "first":
         return f"{where}: pick must be 'first', got {rule['pick']!r}"
     if "chained" in rule and not isinstance(rule["chained"], bool):
@@ -142,24 +143,24 @@ def apply_rules(policy: Any, graph: Any, rules: Sequence[dict[str, Any]], roles:
 
 
 @functools.lru_cache(maxsize=None)
-def _load_shipped(name: str) -> tuple[Any, ...]:
+def _load_shipped(name: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for conf in (os.path.join(pkg, "conf"), os.path.join(os.path.dirname(pkg), "conf")):
         path = os.path.join(conf, "policy", f"{name}.yaml")
         if os.path.isfile(path):
-            data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-            return tuple((data or {}).get("base_rules") or ())
+            return dict(OmegaConf.to_container(OmegaConf.load(path), resolve=True) or {})
     raise FileNotFoundError(f"torchfrag's conf/policy/{name}.yaml was not found next to {pkg}; "
                             "reinstall torchfrag")
 
 
-def shipped_rules(name: str) -> list[dict[str, Any]]:
-    """The ``base_rules`` of the shipped ``conf/policy/<name>.yaml`` (a fresh copy)."""
-    return copy.deepcopy(list(_load_shipped(name)))
+def shipped_rules(name: str, key: str = "base_rules") -> Any:
+    """``key`` (``base_rules`` or ``groups``) of the shipped ``conf/policy/<name>.yaml`` (a fresh copy)."""
+    empty: Any = {} if key == "groups" else []
+    return copy.deepcopy(_load_shipped(name).get(key) or empty)
 
 
-def shipped(name: str) -> Callable[[], list[dict[str, Any]]]:
-    """A dataclass ``default_factory`` giving :func:`shipped_rules` of ``name``."""
-    return functools.partial(shipped_rules, name)
+def shipped(name: str, key: str = "base_rules") -> Callable[[], Any]:
+    """A dataclass ``default_factory`` giving :func:`shipped_rules` of ``name`` (``key``: what to read)."""
+    return functools.partial(shipped_rules, name, key)

@@ -2,7 +2,7 @@
 
 Each pool is a :class:`~torchfrag.runtime.replicated_rollout.ReplicatedRollout` of its own
 (its own actors, stub, state to send and produced state to merge), over the pool's worker
-processes (the pools' workers in the order of ``policy.pools``); this class only lays the
+processes (the pools' workers in the order of the policy's pool groups); this class only lays the
 pools out, keeps their iteration and version in step with the run's and adds their figures up.
 """
 from __future__ import annotations
@@ -20,9 +20,10 @@ __all__ = ["ActorPools"]
 
 
 def _pools(placement: Any) -> list[tuple[str, Any]]:
-    """``(role, the pool's own actors placement)`` for every pool, in the policy's order."""
-    policy = placement.policy
-    return [(role, policy.pool_placement(placement, role)) for role in policy.pools]
+    """``(group, the pool's own actors placement)`` for every pool group, in the policy's order."""
+    from torchfrag.policies.actor_pools import pool_groups, pool_placement
+
+    return [(role, pool_placement(placement, role)) for role in pool_groups(placement.policy)]
 
 
 @register_executor
@@ -60,6 +61,9 @@ class ActorPools(RpcExecutor):
 
     @classmethod
     def check(cls, graph: Any, placement: Any, factory: Any) -> None:
+        from torchfrag.policies.actor_pools import check_pools
+
+        check_pools(placement)  # a YAML-only policy (no class) is checked here
         for _role, view in _pools(placement):
             ReplicatedRollout.check(graph, view, factory)
 

@@ -16,6 +16,7 @@ line in :data:`torchfrag.runtime.executor.BUILTIN`).
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any, ClassVar
 
@@ -70,6 +71,40 @@ def _remote_rollout_to_replay(state: dict[torch.dtype, torch.Tensor] | None, ver
     return summary, held, None, produced, nbytes(data)
 
 
+def replay_view(placement: Any) -> Any:
+    """``placement`` with its groups named as this executor reads them.
+
+    The group holding the :class:`~torchfrag.fragments.ReplayWrite` becomes ``replay`` and the
+    other worker group (the rollout's) ``actor``, so a user's policy may name its groups freely
+    (``{collectors: {size: 4, executor: replay}, buffer: {size: 1, executor: replay}}``).
+
+    Raises:
+        PolicyError: Not exactly two worker groups, one holding the replay write and sample.
+    """
+    from torchfrag.fragments import ReplaySample, ReplayWrite
+    from torchfrag.policies.base import Placement, PolicyError
+    from torchfrag.policies.groups import DRIVER_GROUP, policy_groups
+
+    policy, graph = placement.policy, placement.graph
+    holding = [g for g in placement.groups_holding() if g != DRIVER_GROUP]
+    buffer = [g for g in holding
+              if {type(graph.fragment(n)) for n in placement.nodes_of(g)} >= {ReplayWrite, ReplaySample}]
+    if len(holding) != 2 or len(buffer) != 1:
+        raise PolicyError(f"policy {policy.name}: the replay executor runs two worker groups, the actors and "
+                          f"one holding a ReplayWrite and a ReplaySample; the groups holding fragments are "
+                          f"{holding}, those with both replay fragments {buffer}")
+    replay, actor = buffer[0], next(g for g in holding if g != buffer[0])
+    if (actor, replay) == ("actor", "replay"):
+        return placement
+    groups = policy_groups(policy)
+    renamed = {actor: "actor", replay: "replay"}
+    view = dataclasses.replace(policy, groups={
+        renamed[g]: {"size": groups[g].size, "device": groups[g].device, "executor": groups[g].executor}
+        for g in (actor, replay)})
+    return Placement(view, graph, {n: renamed.get(r, r) for n, r in placement.roles.items()},
+                     dict(placement.env_split))
+
+
 class _SampleStub(nn.Module):
     """The driver's sample: one call to the replay worker."""
 
@@ -105,6 +140,7 @@ class Replay(ReplicatedRollout):
         from torchfrag.policies.base import PolicyError
         from torchfrag.runtime.comm import envs_of
 
+        placement = replay_view(placement)
         chain = actor_chain(placement)
         actors = placement.workers("actor")
         if getattr(placement.policy, "envs_per_actor", None) is None and envs_of(graph, factory, chain[0]) < actors:
@@ -115,6 +151,7 @@ class Replay(ReplicatedRollout):
     def first_slice(cls, placement: Any, total: int) -> Any:
         from torchfrag.policies.factory import EnvSlice
 
+        placement = replay_view(placement)
         per = getattr(placement.policy, "envs_per_actor", None)
         n = placement.workers("actor")
         if per is not None:
@@ -126,13 +163,24 @@ class Replay(ReplicatedRollout):
     def crossings(cls, placement: Any) -> list[Any]:
         from torchfrag.policies.explain import replay_crossings
 
-        return replay_crossings(placement)
+        view = replay_view(placement)
+        out = replay_crossings(view)
+        names = {f"@{r}[": f"@{placement.roles[view.nodes_of(r)[0]]}[" for r in ("actor", "replay")}
+
+        def named(where: str) -> str:
+            for old, new in names.items():
+                where = where.replace(old, new)
+            return where
+
+        return [dataclasses.replace(c, src=named(c.src), dst=named(c.dst)) for c in out]
 
     def setup(self, placement: Any, replace: dict[str, nn.Module]) -> Any:
         """Sets the replay worker and the actors up; returns the driver's placed graph module."""
         from torchfrag.fragments import ReplayWrite
         from torchfrag.policies.factory import EnvSlice
 
+        placement = replay_view(placement)
+        self.policy = placement.policy  # the same settings, its groups named actor and replay
         graph, calls, policy = self.graph, self.calls, self.policy
         workers = self.cluster.workers
         replay, actors = workers[0], workers[1:]

@@ -36,7 +36,8 @@ const std::vector<TaskEntry>& tasks() {
       entry<FingerTurnEasy>(),  entry<FingerTurnHard>(),        entry<FishSwim>(),
       entry<FishUpright>(),     entry<HopperHop>(),             entry<HopperStand>(),
       entry<HumanoidRun>(),     entry<HumanoidStand>(),         entry<HumanoidWalk>(),
-      entry<PendulumSwingup>(), entry<PointMassEasy>(),         entry<ReacherEasy>(),
+      entry<PendulumSwingup>(), entry<PointMassEasy>(),         entry<PointMassHard>(),
+      entry<ReacherEasy>(),
       entry<ReacherHard>(),     entry<WalkerRun>(),             entry<WalkerStand>(),
       entry<WalkerWalk>()};
   return table;

@@ -166,6 +166,7 @@ class DmcEnv : public Env {
     if (!data_) throw std::runtime_error("mj_makeData failed (out of memory?)");
     d_ = data_.get();
     n_sub_steps_ = n_sub_steps(traits, m_->opt.timestep);
+    control_terms_.assign(m_->nu, 0.0);
     qpos0_.assign(m_->nq, 0.0);
     qvel0_.assign(m_->nv, 0.0);
     target0_.assign(target_size_, 0.0);
@@ -251,6 +252,14 @@ class DmcEnv : public Env {
     }
   }
 
+  // rewards.tolerance(physics.control(), margin=1, value_at_margin=0,
+  // sigmoid='quadratic').mean(): NumPy's pairwise sum over the actuators.
+  double small_control_mean() const {
+    const Tolerance small{0, 0, 1, Sigmoid::kQuadratic, 0};
+    for (int k = 0; k < m_->nu; ++k) control_terms_[k] = small(d_->ctrl[k]);
+    return mujoco_envs::np_sum(control_terms_.data(), m_->nu) / m_->nu;
+  }
+
   int id_of(mjtObj type, const char* name) const {
     const int id = mj_name2id(m_, type, name);
     if (id < 0) {
@@ -284,6 +293,7 @@ class DmcEnv : public Env {
 
   int target_size_;
   std::vector<double> qpos0_, qvel0_, target0_;
+  mutable std::vector<double> control_terms_;  // scratch of small_control_mean
 };
 
 // Sequential writer into an observation row.

@@ -54,6 +54,7 @@ TASKS = {
     "HumanoidWalk-v1": ("humanoid", "walk"),
     "PendulumSwingup-v1": ("pendulum", "swingup"),
     "PointMassEasy-v1": ("point_mass", "easy"),
+    "PointMassHard-v1": ("point_mass", "hard"),
     "ReacherEasy-v1": ("reacher", "easy"),
     "ReacherHard-v1": ("reacher", "hard"),
     "WalkerStand-v1": ("walker", "stand"),
@@ -95,6 +96,8 @@ def _place_target(physics, domain: str, target: np.ndarray) -> None:
         physics.named.model.geom_pos["target", :2] = target
     elif domain == "finger":  # the target site's x, z
         physics.named.model.site_pos["target", ["x", "z"]] = target
+    elif domain == "point_mass":  # the actuators' directions (tendon wrap_prm)
+        physics.model.wrap_prm[:4] = target
     elif domain == "fish":  # the target geom's x, y, z
         physics.named.model.geom_pos["target"] = target
     else:

@@ -102,6 +102,53 @@ class Runner:
                 return done / elapsed, cpu
 
 
+def pool_stepper(pool: Any, actions: Sequence[Any], mode: str) -> Callable[[], int]:
+    """The step function of one throughput sample for a pool-like env (torchfrag's or EnvPool's).
+
+    ``sync`` resets the pool and steps all its envs per call; ``async`` starts it with
+    ``async_reset`` and per call receives one batch and sends the next actions to the envs it
+    came from. The actions cycle through ``actions`` (one row per env each), cut to the batch.
+
+    Args:
+        pool: Anything with EnvPool's API (``reset``/``step`` and ``async_reset``/``recv``/``send``).
+        actions: Action batches for all envs, cycled through.
+        mode: ``"sync"`` or ``"async"``.
+
+    Returns:
+        A callable that advances the pool once and returns how many env steps that was.
+
+    Example:
+        >>> from benchmarks._common import pool_stepper
+        >>> from torchfrag.envs import make
+        >>> pool = make("CartPole-v1", num_envs=4, batch_size=2)
+        >>> step = pool_stepper(pool, [[0, 1, 0, 1]], "async")
+        >>> step()
+        2
+        >>> pool.close()
+    """
+    if mode not in ("sync", "async"):
+        raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
+    k = [0]
+    if mode == "sync":
+        pool.reset()
+        num = len(actions[0])
+
+        def step() -> int:
+            k[0] += 1
+            pool.step(actions[k[0] % len(actions)])
+            return num
+        return step
+    pool.async_reset()
+
+    def step_async() -> int:
+        k[0] += 1
+        *_, info = pool.recv()
+        ids = info["env_id"]
+        pool.send(actions[k[0] % len(actions)][:len(ids)], ids)
+        return len(ids)
+    return step_async
+
+
 def measure_isolated(makers: dict[str, Callable[[], Runner]], rounds: int, seconds: float
                      ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Measures each system ``rounds`` times, alone, in alternating order.
@@ -144,6 +191,33 @@ def measure_isolated(makers: dict[str, Callable[[], Runner]], rounds: int, secon
             if cpu is not None:
                 cpus[name].append(cpu)
     return rates, cpus
+
+
+def isolated_config(makers: dict[str, Callable[[], Runner]], rounds: int, seconds: float,
+                    **label: Any) -> dict[str, Any]:
+    """One configuration of a throughput table: :func:`measure_isolated`, then medians.
+
+    Args:
+        makers: Name -> a callable building a fresh :class:`Runner`.
+        rounds: Measurements per system.
+        seconds: Duration of each measurement.
+        **label: What the row is (env id, number of envs, mode, threads): copied into the row.
+
+    Returns:
+        The label, ``median_steps_per_s`` and ``median_cpu_us_per_step`` (name -> median; CPU
+        only for in-process systems) and the samples they were taken from.
+
+    Example:
+        >>> from benchmarks._common import Runner, isolated_config
+        >>> row = isolated_config({"x": lambda: Runner(lambda: 1, lambda: None)}, 2, 0.01, task="t")
+        >>> row["task"], sorted(row["median_steps_per_s"])
+        ('t', ['x'])
+    """
+    rates, cpus = measure_isolated(makers, rounds, seconds)
+    return {**label,
+            "median_steps_per_s": {k: median(v) for k, v in rates.items()},
+            "median_cpu_us_per_step": {k: median(v) for k, v in cpus.items() if v},
+            "samples_steps_per_s": rates, "samples_cpu_us_per_step": cpus}
 
 
 def median(values: Sequence[float]) -> float:

@@ -31,13 +31,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import statistics
 import time
 
 import numpy as np
 
-from benchmarks._common import Runner, measure_isolated
+from benchmarks._common import Runner, isolated_config, machine_info, pool_stepper
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 GAMES = ["Pong", "Breakout"]
@@ -66,23 +64,7 @@ def make_torchfrag(game: str, n: int, mode: str, threads: int) -> Runner:
     bs = n if mode == "sync" else n // 2
     pool = make(f"{game}-v5", num_envs=n, batch_size=bs, num_threads=threads, seed=0, **TASK)
     acts = _actions(pool.action_space.n, n)
-    counter = [0]
-    if mode == "sync":
-        pool.reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            pool.step(acts[counter[0] % len(acts)])
-            return n
-    else:
-        pool.async_reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            *_, info = pool.recv()
-            pool.send(acts[counter[0] % len(acts)][:bs], info["env_id"])
-            return bs
-    return Runner(steps, pool.close)
+    return Runner(pool_stepper(pool, acts, mode), pool.close)
 
 
 def make_envpool(game: str, n: int, mode: str, threads: int) -> Runner:
@@ -92,23 +74,7 @@ def make_envpool(game: str, n: int, mode: str, threads: int) -> Runner:
     env = envpool.make(f"{game}-v5", env_type="gymnasium", num_envs=n, batch_size=bs,
                        num_threads=threads, seed=0, **TASK)
     acts = _actions(env.action_space.n, n)
-    counter = [0]
-    if mode == "sync":
-        env.reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            env.step(acts[counter[0] % len(acts)])
-            return n
-    else:
-        env.async_reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            *_, info = env.recv()
-            env.send(acts[counter[0] % len(acts)][:bs], info["env_id"])
-            return bs
-    return Runner(steps, env.close)
+    return Runner(pool_stepper(env, acts, mode), env.close)
 
 
 def make_ale_vector(game: str, n: int, mode: str, threads: int) -> Runner:
@@ -186,25 +152,8 @@ def bench_config(game: str, n: int, mode: str, threads: int, rounds: int, second
                  systems: list[str]) -> dict:
     """Measures every system ``rounds`` times on one configuration, each alone."""
     makers = {name: (lambda name=name: MAKERS[name](game, n, mode, threads)) for name in systems}
-    rates, cpus = measure_isolated(makers, rounds, seconds)
-    return {"game": game, "num_envs": n, "mode": mode, "threads": threads,
-            "median_steps_per_s": {k: statistics.median(v) for k, v in rates.items()},
-            "median_cpu_us_per_step": {k: statistics.median(v) for k, v in cpus.items()},
-            "samples_steps_per_s": rates, "samples_cpu_us_per_step": cpus}
-
-
-def _versions() -> dict:
-    import ale_py
-    import gymnasium
-
-    out = {"python": platform.python_version(), "ale_py": ale_py.__version__,
-           "gymnasium": gymnasium.__version__, "numpy": np.__version__}
-    try:
-        import envpool
-        out["envpool"] = envpool.__version__
-    except ImportError:
-        out["envpool"] = None
-    return out
+    return isolated_config(makers, rounds, seconds,
+                           game=game, num_envs=n, mode=mode, threads=threads)
 
 
 def table(results: list[dict]) -> str:
@@ -310,7 +259,7 @@ def main() -> None:
         "load_average_at_start": load_start,
         "load_average_at_end": os.getloadavg(),
         "wall_s": time.time() - started,
-        "versions": _versions(),
+        "machine": machine_info(),
         "results": results,
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

@@ -1,206 +1,198 @@
-"""Catalogue families' throughput: torchfrag's C++ pool vs EnvPool 1.2.5 and the physics limit.
+"""Env catalogue throughput: torchfrag vs envpool 1.2.5 per family, and vs the physics limit.
 
-One section per env family, chosen with ``--family`` (other families add
-theirs to ``FAMILIES``).  For each task, each num_envs and each mode (sync:
-step every env per call; async: ``send``/``recv`` with ``batch_size =
-num_envs // 2``) the same run measures, in alternating order, round after
-round, each system built, timed and closed on its own (``measure_isolated``):
-
-* ``torchfrag``: ``torchfrag.envs.make(task, num_envs, num_threads=T)``;
-* ``envpool``: ``envpool.make(task, env_type="gymnasium", num_threads=T)``,
-  the same id;
-* ``physics`` (where the family has one): the physics limit, a single-thread
-  loop of the raw step (``mujoco.mj_step`` for the DeepMind Control Suite:
-  the task's control steps per env step on dm_control's XML) with random
-  controls, timing only those calls, multiplied by T.
-
-Reported values are medians over rounds of env steps per second (wall clock)
-and CPU microseconds per env step; results go to
+For each env id of a family, the same ids, batch and threads run on torchfrag's
+pool and envpool (sync ``step`` of the whole batch), alternating sides, and
+report medians of env steps per second.  Where a family has a physics engine,
+its limit is measured too: the same envs stepped in a plain C++ loop with no
+pool around them (``benchmarks/native/<family>_limit.cpp``), so ``of limit``
+says how much of the engine's speed the pool keeps.  Results go to
 ``benchmarks/results/catalog_<family>.json`` and ``.png``.
 
-Usage::
-
-    python benchmarks/catalog.py --family dmc            # full run
-    python benchmarks/catalog.py --family dmc --quick    # smoke run
+Usage:
+    python -m benchmarks.catalog --family box2d            # a few minutes
+    python -m benchmarks.catalog --family minigrid --quick # fewer ids, sizes and repeats
+    python -m benchmarks.catalog --family dmc              # limit: mj_step on dm_control's XML
 """
 from __future__ import annotations
 
 import argparse
+import glob
+import logging
 import os
-import statistics
-import sys
+import subprocess
+import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
-import numpy as np
+from benchmarks._common import (
+    alternate,
+    bar_plot,
+    fmt_rate,
+    fmt_ratio,
+    median,
+    print_table,
+    write_json,
+)
+from benchmarks.envs import pool_runners
+
+log = logging.getLogger("benchmarks.catalog")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# benchmarks/mujoco.py is named like the mujoco package: keep this folder off sys.path.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-sys.path.insert(0, ROOT)
 
-from benchmarks._common import (Runner, bar_plot, measure_isolated, print_table,  # noqa: E402
-                                write_json)
-
-# family -> (tasks, physics-limit maker or None)
-FAMILIES: dict[str, tuple[list[str], Callable[..., Runner] | None]] = {}
-
-
-def _actions(low: np.ndarray, high: np.ndarray, n: int, k: int = 64) -> np.ndarray:
-    low = np.where(np.isfinite(low), low, -1.0)
-    high = np.where(np.isfinite(high), high, 1.0)
-    return np.random.default_rng(0).uniform(low, high, size=(k, n) + low.shape)
-
-
-def _vector_runner(env, n: int, bs: int, mode: str) -> Runner:
-    """Steps a pool-like env (ours or EnvPool's) with pre-drawn random actions."""
-    space = env.action_space
-    acts = _actions(space.low.astype(np.float64), space.high.astype(np.float64), n)
-    counter = [0]
-    if mode == "sync":
-        env.reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            env.step(acts[counter[0] % len(acts)])
-            return n
-    else:
-        env.async_reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            *_, info = env.recv()
-            env.send(acts[counter[0] % len(acts)][:bs], info["env_id"])
-            return bs
-    return Runner(steps, env.close)
-
-
-def make_torchfrag(task: str, n: int, mode: str, threads: int) -> Runner:
-    from torchfrag.envs import make
-
-    bs = n if mode == "sync" else n // 2
-    return _vector_runner(make(task, num_envs=n, batch_size=bs, num_threads=threads, seed=0),
-                          n, bs, mode)
-
-
-def make_envpool(task: str, n: int, mode: str, threads: int) -> Runner:
-    import envpool
-
-    bs = n if mode == "sync" else n // 2
-    return _vector_runner(envpool.make(task, env_type="gymnasium", num_envs=n, batch_size=bs,
-                                       num_threads=threads, seed=0), n, bs, mode)
-
-
-# ----------------------------------------------------------------- DMC ----
-DMC_TASKS = ["CartpoleSwingup-v1", "CheetahRun-v1", "WalkerWalk-v1", "HumanoidRun-v1"]
-# (suite XML, control steps per env step): dm_control's control_timestep / timestep.
+# Family -> (env ids measured, the --quick subset); envpool 1.2.5 has the same ids.
+FAMILIES: dict[str, tuple[list[str], list[str]]] = {
+    "box2d": (["LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
+               "BipedalWalkerHardcore-v3"],
+              ["LunarLander-v3", "BipedalWalker-v3"]),
+    "minigrid": (["MiniGrid-Empty-8x8-v0", "MiniGrid-DoorKey-8x8-v0", "MiniGrid-FourRooms-v0",
+                  "MiniGrid-LavaCrossingS9N1-v0", "MiniGrid-KeyCorridorS3R3-v0",
+                  "MiniGrid-MultiRoom-N2-S4-v0", "MiniGrid-Dynamic-Obstacles-8x8-v0",
+                  "MiniGrid-Fetch-8x8-N3-v0", "MiniGrid-GoToDoor-8x8-v0", "MiniGrid-MemoryS9-v0"],
+                 ["MiniGrid-Empty-8x8-v0", "MiniGrid-DoorKey-8x8-v0", "MiniGrid-FourRooms-v0"]),
+}
+# Batch sizes per family (full run, --quick).
+SIZES: dict[str, tuple[list[int], list[int]]] = {
+    "box2d": ([16, 64, 256], [16, 64]),
+    "minigrid": ([16, 256], [64]),
+    "dmc": ([8, 32], [16]),
+}
+# DMC physics limit: (suite XML, mj_step calls per env step = control_timestep / timestep).
 DMC_PHYSICS = {"CartpoleSwingup-v1": ("cartpole.xml", 1), "CheetahRun-v1": ("cheetah.xml", 1),
-               "WalkerWalk-v1": ("walker.xml", 10), "HumanoidRun-v1": ("humanoid.xml", 10),
-               "HopperHop-v1": ("hopper.xml", 4), "FingerSpin-v1": ("finger.xml", 2),
-               "ReacherEasy-v1": ("reacher.xml", 1), "FishSwim-v1": ("fish.xml", 2),
-               "BallInCupCatch-v1": ("ball_in_cup.xml", 2), "AcrobotSwingup-v1": ("acrobot.xml", 1)}
+               "FingerSpin-v1": ("finger.xml", 2), "WalkerWalk-v1": ("walker.xml", 10),
+               "HumanoidRun-v1": ("humanoid.xml", 10)}
 
 
-def make_dmc_physics(task: str, n: int, mode: str, threads: int) -> Runner:
-    """Raw mj_step loop on one thread (times `threads`); only mj_step is timed."""
+def _build_box2d_limit(workdir: str) -> str:
+    """Compiles the Box2D limit loop against the extension build's Box2D objects."""
+    objects = sorted(glob.glob(os.path.join(ROOT, "build", "temp.*", "build", "native", "box2d",
+                                            "**", "*.o"), recursive=True))
+    sources = sorted(glob.glob(os.path.join(ROOT, "build", "native", "box2d", "src-*")))
+    if not objects or not sources:
+        raise SystemExit("build the extension first (setup.py build_ext --inplace): the Box2D "
+                         "objects under build/ are what the limit loop links")
+    exe = os.path.join(workdir, "box2d_limit")
+    cmd = [os.environ.get("CXX", "g++"), "-std=c++17", "-O3", "-pthread",
+           "-I" + os.path.join(ROOT, "csrc"), "-I" + sources[-1],
+           os.path.join(ROOT, "benchmarks", "native", "box2d_limit.cpp"), *objects, "-o", exe]
+    subprocess.run(cmd, check=True)
+    return exe
+
+
+def limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: float
+                 ) -> Callable[[], float]:
+    """One measurement of the plain C++ loop over the same envs."""
+    def measure() -> float:
+        out = subprocess.run([exe, env_id, str(n), str(threads), str(min_time)],
+                             check=True, capture_output=True, text=True)
+        return float(out.stdout.strip())
+    return measure
+
+
+def dmc_limit_runner(env_id: str, threads: int, min_time: float) -> Callable[[], float]:
+    """The physics limit of a DMC task: ``mujoco.mj_step`` on dm_control's XML, one thread.
+
+    Random controls; only the ``mj_step`` calls are timed (no observation, reward or
+    Python loop cost), and the single-thread rate is multiplied by ``threads`` (the
+    pool's envs are independent, so this is what perfect scaling would give).
+    """
     import mujoco
+    import numpy as np
 
     from torchfrag._preload.mujoco import dmc_assets_dir
 
-    del n, mode
-    xml, nsub = DMC_PHYSICS[task]
+    xml, nsub = DMC_PHYSICS[env_id]
     model = mujoco.MjModel.from_xml_path(os.path.join(dmc_assets_dir(), xml))
     data = mujoco.MjData(model)
-    acts = _actions(model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1], 1, k=256)[:, 0]
+    rng = np.random.default_rng(0)
+    acts = rng.uniform(model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1],
+                       size=(256, model.nu))
 
-    class PhysicsRunner(Runner):
-        def run(self, seconds: float) -> tuple[float, float]:
-            busy = cpu = 0.0
-            done = t = 0
-            wall = time.perf_counter()
-            while time.perf_counter() - wall < seconds:
-                for _ in range(32):
-                    data.ctrl[:] = acts[done % len(acts)]
-                    c0, t0 = time.thread_time(), time.perf_counter()
-                    mujoco.mj_step(model, data, nstep=nsub)
-                    busy += time.perf_counter() - t0
-                    cpu += time.thread_time() - c0
-                    done += 1
-                    t += 1
-                    if t >= 1000:  # dm_control's episodes: 1000 env steps
-                        mujoco.mj_resetData(model, data)
-                        t = 0
-            return done / busy * threads, cpu / done * 1e6
-
-    return PhysicsRunner(lambda: 0, lambda: None)
+    def measure() -> float:
+        busy, done, t = 0.0, 0, 0
+        wall = time.perf_counter()
+        while time.perf_counter() - wall < min_time:
+            data.ctrl[:] = acts[done % len(acts)]
+            t0 = time.perf_counter()
+            mujoco.mj_step(model, data, nstep=nsub)
+            busy += time.perf_counter() - t0
+            done += 1
+            t += 1
+            if t >= 1000:  # dm_control's episodes are 1000 env steps
+                mujoco.mj_resetData(model, data)
+                t = 0
+        return done / busy * threads
+    return measure
 
 
-FAMILIES["dmc"] = (DMC_TASKS, make_dmc_physics)
+def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_time: float,
+        threads: int) -> dict:
+    records = []
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = _build_box2d_limit(tmp) if family == "box2d" else None
+        for env_id in env_ids:
+            for n in sizes:
+                runners, closers = pool_runners(env_id, n, "sync", threads, min_time)
+                if exe is not None:
+                    runners["limit"] = limit_runner(exe, env_id, n, threads, min_time)
+                elif family == "dmc":
+                    runners["limit"] = dmc_limit_runner(env_id, threads, min_time)
+                log.info("measuring %s n=%d", env_id, n)
+                samples = alternate(runners, repeats)
+                for close in closers:
+                    close()
+                records.append({"env_id": env_id, "num_envs": n, "mode": "sync",
+                                "threads": threads, "samples": samples,
+                                "median": {k: median(v) for k, v in samples.items()}})
+    return {"records": records}
 
 
-def bench(family: str, tasks: list[str], num_envs: list[int], modes: list[str], threads: int,
-          rounds: int, seconds: float) -> list[dict]:
-    """Measures every system on every configuration; returns one dict per configuration."""
-    physics = FAMILIES[family][1]
-    results = []
-    for task in tasks:
-        for n in num_envs:
-            for mode in modes:
-                makers: dict[str, Callable[[], Runner]] = {
-                    "torchfrag": lambda: make_torchfrag(task, n, mode, threads),
-                    "envpool": lambda: make_envpool(task, n, mode, threads)}
-                if physics is not None:
-                    makers["physics"] = lambda: physics(task, n, mode, threads)
-                rates, cpus = measure_isolated(makers, rounds, seconds)
-                r = {"task": task, "num_envs": n, "mode": mode, "threads": threads,
-                     "median_steps_per_s": {k: statistics.median(v) for k, v in rates.items()},
-                     "median_cpu_us_per_step": {k: statistics.median(v)
-                                                for k, v in cpus.items() if v},
-                     "samples_steps_per_s": rates}
-                results.append(r)
-                print(f"{task:20s} {n:3d} {mode:5s} " + "  ".join(
-                    f"{k}={v:,.0f}" for k, v in r["median_steps_per_s"].items()), flush=True)
-    return results
+def report(result: dict, family: str) -> None:
+    rows = []
+    for r in result["records"]:
+        m = r["median"]
+        ours = m["torchfrag"]
+        r["ratio_vs_envpool"] = ours / m["envpool"]
+        r["fraction_of_limit"] = ours / m["limit"] if "limit" in m else None
+        rows.append([r["env_id"], r["num_envs"], fmt_rate(m["envpool"]), fmt_rate(ours),
+                     fmt_ratio(r["ratio_vs_envpool"]), fmt_rate(m.get("limit")),
+                     f"{100 * r['fraction_of_limit']:.0f}%" if "limit" in m else "-"])
+    ratios = [r["ratio_vs_envpool"] for r in result["records"]]
+    result["median_ratio_vs_envpool"] = median(ratios)
+    rows.append(["median", "", "", "", fmt_ratio(median(ratios)), "", ""])
+    threads = result["settings"]["threads"]
+    print_table(["env", "envs", "envpool", "torchfrag", "vs envpool", "limit", "of limit"], rows,
+                title=f"{family}: env steps/s, sync, {threads} threads (medians)")
+    name = f"catalog_{family}"
+    groups = [f"{r['env_id'].removeprefix('MiniGrid-').rsplit('-', 1)[0]} n={r['num_envs']}"
+              for r in result["records"]]
+    series = {k: [r["median"].get(k, float("nan")) for r in result["records"]]
+              for k in ("torchfrag", "envpool", "limit")
+              if any(k in r["median"] for r in result["records"])}
+    print("wrote", write_json(name, result))
+    print("wrote", bar_plot(name, groups, series, "env steps / s",
+                            f"{family}: torchfrag vs envpool 1.2.5 vs physics limit "
+                            f"({threads} threads)", log=False))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--family", required=True, choices=sorted(FAMILIES))
-    parser.add_argument("--quick", action="store_true", help="fewer rounds, shorter runs")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--tasks", nargs="*", default=None)
-    parser.add_argument("--num-envs", nargs="*", type=int, default=[8, 32])
-    parser.add_argument("--modes", nargs="*", default=["sync", "async"])
-    parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--family", choices=sorted(FAMILIES), required=True)
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--min-time", type=float, default=None, help="seconds per measurement")
+    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    rounds = args.rounds or (2 if args.quick else 5)
-    seconds = args.seconds or (0.3 if args.quick else 1.0)
-    load_start = os.getloadavg()
-    results = bench(args.family, args.tasks or FAMILIES[args.family][0], args.num_envs,
-                    args.modes, args.threads, rounds, seconds)
-    load_end = os.getloadavg()
-    rows = []
-    for r in results:
-        m, c = r["median_steps_per_s"], r["median_cpu_us_per_step"]
-        rows.append([r["task"], r["num_envs"], r["mode"], f"{m['torchfrag']:,.0f}",
-                     f"{m['envpool']:,.0f}", f"{m['torchfrag'] / m['envpool']:.2f}x",
-                     f"{m['physics']:,.0f}" if "physics" in m else "-",
-                     f"{100 * m['torchfrag'] / m['physics']:.0f}%" if "physics" in m else "-",
-                     f"{c['envpool'] / c['torchfrag']:.2f}x" if c.get("torchfrag") else "-"])
-    print_table(["task", "envs", "mode", "torchfrag", "envpool", "x envpool", "physics",
-                       "% of physics", "envpool CPU / ours"], rows,
-                title=f"{args.family}: env steps/s, medians of {rounds} rounds")
-    name = f"catalog_{args.family}"
-    write_json(name, {"family": args.family, "rounds": rounds, "seconds": seconds,
-                      "load_start": load_start, "load_end": load_end, "results": results})
-    groups = [f"{r['task']} {r['num_envs']} {r['mode']}" for r in results]
-    series = {s: [r["median_steps_per_s"].get(s, float("nan")) for r in results]
-              for s in ("torchfrag", "envpool", "physics")}
-    bar_plot(name, groups, series, "env steps / s (wall)",
-             f"{args.family}: {args.threads} threads, load {load_start[0]:.1f}-{load_end[0]:.1f}")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    ids, quick_ids = FAMILIES[args.family]
+    sizes, quick_sizes = SIZES[args.family]
+    if args.quick:
+        ids, sizes, repeats, min_time = quick_ids, quick_sizes, args.repeats or 3, args.min_time or 0.5
+    else:
+        repeats, min_time = args.repeats or 5, args.min_time or 1.0
+    result = run(args.family, ids, sizes, repeats, min_time, args.threads)
+    result["settings"] = {"family": args.family, "sizes": sizes, "repeats": repeats,
+                          "min_time": min_time, "threads": args.threads}
+    report(result, args.family)
 
 
 if __name__ == "__main__":

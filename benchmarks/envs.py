@@ -24,6 +24,7 @@ from benchmarks._common import (
     fmt_rate,
     fmt_ratio,
     median,
+    pool_stepper,
     print_table,
     rate,
     write_json,
@@ -35,14 +36,17 @@ log = logging.getLogger("benchmarks.envs")
 # Gymnasium 1.4 (and torchfrag) name Taxi v4; envpool 1.2.5 has the same default dynamics as
 # Taxi-v3 (v4 changed only the is_rainy / fickle_passenger variants).
 _ENVPOOL_IDS = {"Taxi-v4": "Taxi-v3"}
-# Discrete action counts; Pendulum is the one continuous env here.
-_NUM_ACTIONS = {"CartPole-v1": 2, "FrozenLake-v1": 4, "Taxi-v4": 6}
 
 
 def _actions(env_id: str, n: int, rng: np.random.Generator, count: int = 64) -> list[np.ndarray]:
-    if env_id == "Pendulum-v1":
-        return [rng.uniform(-2, 2, size=(n, 1)).astype(np.float32) for _ in range(count)]
-    return [rng.integers(0, _NUM_ACTIONS[env_id], size=n).astype(np.int64) for _ in range(count)]
+    """Random actions for ``n`` envs from the env's own action space (discrete or box)."""
+    from torchfrag.envs import spec
+
+    space = spec(env_id).action_space
+    if hasattr(space, "n"):
+        return [rng.integers(0, space.n, size=n).astype(np.int64) for _ in range(count)]
+    return [rng.uniform(space.low, space.high, size=(n, *space.shape)).astype(np.float32)
+            for _ in range(count)]
 
 
 def torchfrag_runner(env_id: str, n: int, mode: str, threads: int, min_time: float
@@ -50,27 +54,9 @@ def torchfrag_runner(env_id: str, n: int, mode: str, threads: int, min_time: flo
     from torchfrag.envs import make
 
     acts = _actions(env_id, n, np.random.default_rng(0))
-    if mode == "sync":
-        pool = make(env_id, num_envs=n, num_threads=threads, seed=0)
-        pool.reset()
-        k = [0]
-
-        def step() -> int:
-            k[0] += 1
-            pool.step(acts[k[0] % len(acts)])
-            return n
-    else:
-        bs = n // 2
-        pool = make(env_id, num_envs=n, batch_size=bs, num_threads=threads, seed=0)
-        pool.async_reset()
-        k = [0]
-        half = [a[:bs] for a in acts]
-
-        def step() -> int:
-            k[0] += 1
-            *_, info = pool.recv()
-            pool.send(half[k[0] % len(half)], info["env_id"])
-            return bs
+    bs = n if mode == "sync" else n // 2
+    pool = make(env_id, num_envs=n, batch_size=bs, num_threads=threads, seed=0)
+    step = pool_stepper(pool, acts, mode)
     return (lambda: rate(step, min_time)), pool.close
 
 
@@ -79,32 +65,23 @@ def envpool_runner(env_id: str, n: int, mode: str, threads: int, min_time: float
     import envpool
 
     acts = _actions(env_id, n, np.random.default_rng(0))
-    peer_id = _ENVPOOL_IDS.get(env_id, env_id)
-    if mode == "sync":
-        env = envpool.make(peer_id, env_type="gymnasium", num_envs=n, batch_size=n,
-                           num_threads=threads, seed=0)
-        env.reset()
-        ids = np.arange(n, dtype=np.int32)
-        k = [0]
-
-        def step() -> int:
-            k[0] += 1
-            env.step(acts[k[0] % len(acts)], ids)
-            return n
-    else:
-        bs = n // 2
-        env = envpool.make(peer_id, env_type="gymnasium", num_envs=n, batch_size=bs,
-                           num_threads=threads, seed=0)
-        env.async_reset()
-        k = [0]
-        half = [a[:bs] for a in acts]
-
-        def step() -> int:
-            k[0] += 1
-            *_, info = env.recv()
-            env.send(half[k[0] % len(half)], info["env_id"])
-            return bs
+    bs = n if mode == "sync" else n // 2
+    env = envpool.make(_ENVPOOL_IDS.get(env_id, env_id), env_type="gymnasium", num_envs=n,
+                       batch_size=bs, num_threads=threads, seed=0)
+    step = pool_stepper(env, acts, mode)
     return (lambda: rate(step, min_time)), env.close
+
+
+def pool_runners(env_id: str, n: int, mode: str, threads: int, min_time: float
+                 ) -> tuple[dict[str, Callable[[], float]], list[Callable[[], None]]]:
+    """torchfrag's and envpool's runners for one configuration, and their closers."""
+    runners: dict[str, Callable[[], float]] = {}
+    closers = []
+    for name, make_runner in (("torchfrag", torchfrag_runner), ("envpool", envpool_runner)):
+        fn, close = make_runner(env_id, n, mode, threads, min_time)
+        runners[name] = fn
+        closers.append(close)
+    return runners, closers
 
 
 def gymnasium_runner(kind: str, env_id: str, n: int, min_time: float
@@ -130,15 +107,7 @@ def run(env_ids: list[str], sizes: list[int], modes: list[str], repeats: int, mi
     for env_id in env_ids:
         for n in sizes:
             for mode in modes:
-                runners: dict[str, Callable[[], float]] = {}
-                closers = []
-                for name, make_runner in (
-                    ("torchfrag", lambda: torchfrag_runner(env_id, n, mode, threads, min_time)),
-                    ("envpool", lambda: envpool_runner(env_id, n, mode, threads, min_time)),
-                ):
-                    fn, close = make_runner()
-                    runners[name] = fn
-                    closers.append(close)
+                runners, closers = pool_runners(env_id, n, mode, threads, min_time)
                 # Gymnasium vector envs have one (sync) API: measured once per size.
                 if mode == "sync":
                     fn, close = gymnasium_runner("gym_sync", env_id, n, min_time)

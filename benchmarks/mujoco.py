@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -51,7 +50,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 sys.path.insert(0, ROOT)
 
-from benchmarks._common import Runner, measure_isolated  # noqa: E402
+from benchmarks._common import Runner, isolated_config, machine_info, pool_stepper  # noqa: E402
 
 TASKS = ["HalfCheetah-v5", "Hopper-v5", "Ant-v5", "Humanoid-v5"]
 NUM_ENVS = [8, 32]
@@ -73,23 +72,7 @@ def make_torchfrag(task: str, n: int, mode: str, threads: int) -> Runner:
     pool = make(task, num_envs=n, batch_size=bs, num_threads=threads, seed=0)
     space = pool.action_space
     acts = _actions(space.low.astype(np.float64), space.high.astype(np.float64), n)
-    counter = [0]
-    if mode == "sync":
-        pool.reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            pool.step(acts[counter[0] % len(acts)])
-            return n
-    else:
-        pool.async_reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            *_, info = pool.recv()
-            pool.send(acts[counter[0] % len(acts)][:bs], info["env_id"])
-            return bs
-    return Runner(steps, pool.close)
+    return Runner(pool_stepper(pool, acts, mode), pool.close)
 
 
 def make_envpool(task: str, n: int, mode: str, threads: int) -> Runner:
@@ -100,23 +83,7 @@ def make_envpool(task: str, n: int, mode: str, threads: int) -> Runner:
                        num_threads=threads, seed=0)
     space = env.action_space
     acts = _actions(space.low.astype(np.float64), space.high.astype(np.float64), n)
-    counter = [0]
-    if mode == "sync":
-        env.reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            env.step(acts[counter[0] % len(acts)])
-            return n
-    else:
-        env.async_reset()
-
-        def steps() -> int:
-            counter[0] += 1
-            *_, info = env.recv()
-            env.send(acts[counter[0] % len(acts)][:bs], info["env_id"])
-            return bs
-    return Runner(steps, env.close)
+    return Runner(pool_stepper(env, acts, mode), env.close)
 
 
 def make_gymnasium(task: str, n: int, mode: str, threads: int) -> Runner:
@@ -203,25 +170,8 @@ def bench_config(task: str, n: int, mode: str, threads: int, rounds: int,
                  seconds: float, systems: list[str]) -> dict:
     """Measures every system ``rounds`` times on one configuration, each alone."""
     makers = {name: (lambda name=name: MAKERS[name](task, n, mode, threads)) for name in systems}
-    rates, cpus = measure_isolated(makers, rounds, seconds)
-    return {"task": task, "num_envs": n, "mode": mode, "threads": threads,
-            "median_steps_per_s": {k: statistics.median(v) for k, v in rates.items()},
-            "median_cpu_us_per_step": {k: statistics.median(v) for k, v in cpus.items() if v},
-            "samples_steps_per_s": rates, "samples_cpu_us_per_step": cpus}
-
-
-def _versions() -> dict:
-    import gymnasium
-    import mujoco
-
-    out = {"python": platform.python_version(), "mujoco": mujoco.__version__,
-           "gymnasium": gymnasium.__version__, "numpy": np.__version__}
-    try:
-        import envpool
-        out["envpool"] = envpool.__version__
-    except ImportError:
-        out["envpool"] = None
-    return out
+    return isolated_config(makers, rounds, seconds,
+                           task=task, num_envs=n, mode=mode, threads=threads)
 
 
 def table(results: list[dict]) -> str:
@@ -338,7 +288,7 @@ def main() -> None:
         "load_average_at_start": load_start,
         "load_average_at_end": os.getloadavg(),
         "wall_s": time.time() - started,
-        "versions": _versions(),
+        "machine": machine_info(),
         "results": results,
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

@@ -79,6 +79,20 @@ def _envs(d: dict[str, Any]) -> list[Headline]:
                      _ratio(m["torchfrag"] / m["envpool"]), "10x")]
 
 
+def _catalog(family: str) -> Callable[[dict[str, Any]], list[Headline]]:
+    """Headline of ``benchmarks.catalog --family <family>``: medians over its ids and sizes."""
+    def headlines(d: dict[str, Any]) -> list[Headline]:
+        recs = d["records"]
+        ours = statistics.median(r["median"]["torchfrag"] for r in recs)
+        peer = statistics.median(r["median"]["envpool"] for r in recs)
+        ids = len({r["env_id"] for r in recs})
+        sizes = sorted({r["num_envs"] for r in recs})
+        return [Headline(f"{family}: {ids} ids x {sizes} envs, sync "
+                         "steps/s (medians over the configurations)", _rate(ours),
+                         f"envpool {_rate(peer)}", _ratio(d["median_ratio_vs_envpool"]), "1.1x")]
+    return headlines
+
+
 def _atari(d: dict[str, Any]) -> list[Headline]:
     r = _find(d["results"], game="Pong", num_envs=8, mode="async")
     m = r["median_steps_per_s"]
@@ -115,6 +129,14 @@ def _policies(d: dict[str, Any]) -> list[Headline]:
     return [Headline(f"`actors`, slow env, 1 -> {h['workers']} workers, frames/s",
                      _rate(m[f"slow actors x{h['workers']}"]), f"1 worker {_rate(m['slow actors x1'])}",
                      _ratio(h["slow_speedup"]), "7x")]
+
+
+def _cluster(d: dict[str, Any]) -> list[Headline]:
+    h = d["headline"]
+    top = f"actors x{h['hosts']}"
+    return [Headline(f"`actors` across simulated hosts (namespaces), slow env, 1 -> {h['hosts']} hosts, frames/s",
+                     _rate(statistics.median(h["runs"][top])),
+                     f"1 host {_rate(statistics.median(h['runs']['actors x1']))}", _ratio(h["ratio"]), "6.5x")]
 
 
 def _policies_cartpole(d: dict[str, Any]) -> list[Headline]:
@@ -175,6 +197,11 @@ BENCHMARKS: list[Benchmark] = [
               ("envs.json", "envs.png"), _envs),
     Benchmark("envs_toy_text", "python -m benchmarks.envs --toy-text", "Toy text vs envpool",
               ("envs_toy_text.json", "envs_toy_text.png")),
+    Benchmark("catalog_minigrid", "python -m benchmarks.catalog --family minigrid",
+              "MiniGrid vs envpool", ("catalog_minigrid.json", "catalog_minigrid.png"),
+              _catalog("MiniGrid")),
+    Benchmark("catalog_box2d", "python -m benchmarks.catalog --family box2d",
+              "Box2D vs envpool 1.2.5 and the Box2D limit", ("catalog_box2d.json", "catalog_box2d.png")),
     Benchmark("atari", "python -m benchmarks.atari",
               "Atari vs envpool and ale-py's AtariVectorEnv, and the emulation limit",
               ("atari.json", "atari.png"), _atari),
@@ -197,6 +224,9 @@ BENCHMARKS: list[Benchmark] = [
               "The alternating headline pairs alone", ("policies_headline.json",)),
     Benchmark("policies_multi_learner", "python -m benchmarks.policies --multi-learner-only",
               "multi_learner vs actors on the slow env", ("policies_multi_learner.json",)),
+    Benchmark("cluster", "python -m benchmarks.cluster (as root)",
+              "Policies across simulated hosts: scaling, link limits, bytes predicted vs carried, 64-node model",
+              ("cluster.json", "cluster.png"), _cluster),
     Benchmark("device", "python -m benchmarks.device (bash benchmarks/gpu_check.sh on a GPU machine)",
               "Torch-native and MuJoCo Warp envs, single_device PPO; the GPU figures",
               ("device.json", "device.png", "device_gpu.png"), _device),

@@ -23,12 +23,11 @@ the sdist instead of downloading it (its hash is still checked).
 from __future__ import annotations
 
 import glob
-import hashlib
 import os
 import shutil
-import subprocess
-import sys
 import tarfile
+
+from build_tools import _sdist
 
 # The ale-py version the extension is compiled for; torchfrag/_preload/ale.py
 # refuses to load any other (the C++ ABI of ALE is not stable across versions).
@@ -39,47 +38,10 @@ ALE_SDIST_SHA256 = "c503d574c5983e1063b451201ccb779d935919c0f6bf116fb0f4f8aa4c86
 _HEADER_SUFFIXES = (".hpp", ".hxx", ".h")
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _download_sdist(cache_dir: str) -> str:
     """Return the path of the verified sdist, downloading it if needed."""
-    name = f"ale_py-{ALE_VERSION}.tar.gz"
-    local = os.environ.get("TORCHFRAG_ALE_SDIST", "").strip()
-    target = os.path.join(cache_dir, name)
-    if local:
-        if not os.path.isfile(local):
-            raise SystemExit(f"TORCHFRAG_ALE_SDIST={local!r} is not a file")
-        source = local
-    elif os.path.isfile(target):
-        source = target
-    else:
-        os.makedirs(cache_dir, exist_ok=True)
-        # `--no-binary ale-py` (not :all:) gets the sdist of ale-py while pip
-        # may still use wheels of its build backend to read its metadata.
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "ale-py",
-               f"ale-py=={ALE_VERSION}", "-d", cache_dir, "--disable-pip-version-check",
-               "--quiet"]
-        result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if result.returncode != 0 or not os.path.isfile(target):
-            raise SystemExit(
-                f"could not download the ale-py=={ALE_VERSION} source distribution (needed for "
-                f"the ALE headers): `{' '.join(cmd)}` failed:\n{result.stdout}\n"
-                "Set TORCHFRAG_ALE_SDIST to a local copy of the tarball to build offline."
-            )
-        source = target
-    digest = _sha256(source)
-    if digest != ALE_SDIST_SHA256:
-        raise SystemExit(
-            f"{source} has SHA-256 {digest}, expected {ALE_SDIST_SHA256} for ale-py "
-            f"{ALE_VERSION}; delete it and build again"
-        )
-    return source
+    return _sdist.fetch(f"ale-py=={ALE_VERSION}", f"ale_py-{ALE_VERSION}.tar.gz",
+                        ALE_SDIST_SHA256, cache_dir, "TORCHFRAG_ALE_SDIST", "the ALE headers")
 
 
 def _extract_headers(sdist: str, include_dir: str) -> None:

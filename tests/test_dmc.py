@@ -92,15 +92,15 @@ def test_same_seed_same_trajectories_whatever_threads_and_async_order() -> None:
         per_env = {i: [] for i in range(8)}
         pool.async_reset()
         actions = rng.uniform(-1, 1, (41, 8, 6))
-        for _ in range(2 * 41):
+        # Every env that comes back is sent again (past its 41 recorded steps with any action,
+        # ignored), so batch_size envs are always in flight until all have 41 observations.
+        while min(len(v) for v in per_env.values()) < 41:
             obs, _, _, _, info = pool.recv()
             ids = info["env_id"]
             for row, i in enumerate(ids):
                 per_env[int(i)].append(obs[row].copy())
-            live = [i for i in ids if len(per_env[int(i)]) <= 40]
-            if live:
-                pool.send(np.stack([actions[len(per_env[int(i)]) - 1, int(i)] for i in live]),
-                          np.array(live))
+            pool.send(np.stack([actions[min(len(per_env[int(i)]), 41) - 1, int(i)] for i in ids]),
+                      np.asarray(ids))
         return np.stack([np.stack(per_env[i][:41]) for i in range(8)], axis=1)
 
     a = run(1, 3)
@@ -149,3 +149,29 @@ def test_sac_preset_learns_cartpole_balance(tmp_path) -> None:
     summary = train(cfg, run_dir=str(tmp_path))
     mean = sum(summary["eval_returns"]) / len(summary["eval_returns"])
     assert mean >= 700.0, f"SAC reached {mean:.1f} on CartpoleBalance-v1 after 15k frames"
+
+
+def test_every_face_imports_without_the_dmc_extra() -> None:
+    """Without dm_control (a machine without the extra), `import torchfrag.envs` works; making a
+    DMC task raises the one clear error, through the raw pool and through Gymnasium."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['dm_control'] = None\n"  # find_spec then reports it absent
+        "import gymnasium, torchfrag.envs\n"
+        "from torchfrag.envs import make\n"
+        "make('CartPole-v1', num_envs=1).reset()\n"
+        "for build in (lambda: make('CheetahRun-v1', num_envs=1),\n"
+        "              lambda: gymnasium.make('torchfrag/CheetahRun-v1')):\n"
+        "    try:\n"
+        "        build()\n"
+        "    except ValueError as err:\n"
+        "        print('refused:', err)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TORCHFRAG_DMC_ASSETS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 and all("dmc" in line and "dm_control" in line for line in lines), out.stdout

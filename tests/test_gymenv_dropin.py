@@ -234,8 +234,6 @@ def test_float32_observations_on_request() -> None:
     batched.close()
     with pytest.raises(ValueError, match="observation_dtype"):
         PoolEnv(env_id, observation_dtype="nope")
-    with pytest.raises(ValueError, match="from_pixels"):
-        PoolEnv(env_id, from_pixels=True)
     with pytest.raises(ValueError, match="num_envs"):
         PoolEnv(env_id, 0)
 

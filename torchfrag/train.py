@@ -24,6 +24,7 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -31,9 +32,15 @@ import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+try:
+    from omegaconf import MISSING, DictConfig, OmegaConf
+except KeyboardInterrupt:  # Ctrl-C while `python -m torchfrag.train` starts: no traceback
+    if __name__ != "__main__":
+        raise
+    os.write(2, b"torchfrag.train: interrupted (Ctrl-C) while starting\n")
+    os._exit(130)
 
 logger = logging.getLogger(__name__)
 
@@ -59,10 +66,13 @@ class PolicyConfig:
 
 @dataclass
 class LoggerConfig:
-    """``logger/``: ``csv`` (default), ``tensorboard`` (needs the package) or ``none``."""
+    """``logger/``: ``csv`` (default), ``tensorboard`` or ``wandb`` (each needs its package) or
+    ``none``. ``mode`` and ``project`` are W&B's (see :mod:`torchfrag.train_loggers`)."""
 
     backend: str = "csv"
     exp_name: str = "train"
+    mode: str = "offline"
+    project: str = "torchfrag"
 
 
 @dataclass
@@ -114,6 +124,9 @@ def register_schemas() -> None:
 
     register_policy_schemas()
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)
+    from torchfrag.cli_messages import register_help_resolver
+
+    register_help_resolver()  # --help lists the groups without their *_schema entries
 
 
 #: The env group file whose settings an id without its own file inherits, per family
@@ -199,6 +212,7 @@ def _check(cfg: DictConfig) -> None:
     from torchfrag.algos import ALGOS
     from torchfrag.envs import list_envs
     from torchfrag.policies import as_policy
+    from torchfrag.train_loggers import check_logger
 
     _check_known_keys(cfg)
     if cfg.env.id not in list_envs():
@@ -211,8 +225,7 @@ def _check(cfg: DictConfig) -> None:
                          "algo config a `_target_` naming your AlgoFactory subclass")
     # a PolicyError (ValueError) names an unknown policy or option, or a bad value (master_addr)
     as_policy(cfg.policy).validate()
-    if cfg.logger.backend not in ("csv", "tensorboard", "none"):
-        raise ValueError(f"logger.backend must be csv, tensorboard or none, got {cfg.logger.backend!r}")
+    check_logger(cfg.logger)  # a known backend whose package is installed
     # Torch seeds are signed 64-bit: 2**63 and above overflow deep inside.
     if not 0 <= int(cfg.seed) < 2**63:
         raise ValueError(f"seed must be in [0, 2**63), got {cfg.seed}")
@@ -399,24 +412,6 @@ def _check_video(cfg: DictConfig) -> None:
         raise ValueError(f"video=true: {e}") from e
 
 
-def _make_logger(cfg: DictConfig, run_dir: str) -> Any:
-    backend = cfg.logger.backend
-    if backend == "none":
-        return None
-    if backend == "tensorboard":
-        import importlib.util
-
-        if importlib.util.find_spec("tensorboard") is None:
-            raise ValueError("logger=tensorboard needs the `tensorboard` package "
-                             "(pip install tensorboard), or use logger=csv")
-        from torchrl.record.loggers import TensorboardLogger
-
-        return TensorboardLogger(cfg.logger.exp_name, log_dir=run_dir)
-    from torchrl.record.loggers import CSVLogger
-
-    return CSVLogger(cfg.logger.exp_name, log_dir=run_dir)
-
-
 def _evaluate(cfg: DictConfig, actor: Any, episodes: int, seed: int,
               transform: Any = None, frames: Any = None,
               frame_steps: list | None = None) -> list[float]:
@@ -534,28 +529,6 @@ class _VideoWriter:
             self._writer = None
 
 
-def _plot(curve: list[tuple[int, float]], evals: list[float], path: str, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    if curve:
-        xs, ys = zip(*curve)
-        ax.plot(xs, ys, lw=1, label="training episode return (mean per iteration)")
-    if evals:
-        ax.axhline(sum(evals) / len(evals), color="C3", ls="--", label="final evaluation (mean)")
-    ax.set_xlabel("frames")
-    ax.set_ylabel("episode return")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     """Trains as configured; returns the run summary (also written to ``summary.json``).
 
@@ -571,6 +544,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     from torchfrag.graph import capture
     from torchfrag.runtime import run, save_checkpoint
     from torchfrag.runtime.checkpoint import remove_partial_writes
+    from torchfrag.train_loggers import make_logger
 
     _check(cfg)
     resume_path, ckpt = None, None
@@ -613,13 +587,14 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         logger.info("resumed from %s at iteration %d (%d frames)", resume_path, start,
                     rollout.frames)
     logger.info("captured loop:\n%s", graph)
-    tlog = _make_logger(cfg, run_dir)
+    tlog = make_logger(cfg.logger, run_dir, config=cfg)
     window: deque[float] = deque(maxlen=int(cfg.target_window))
     for _, r in curve[-int(cfg.target_window):]:
         window.append(r)
-    bar = tqdm(total=iterations * pcfg.frames_per_iteration, initial=rollout.frames,
-               unit="frames", unit_scale=True, disable=not cfg.progress, dynamic_ncols=True)
-    state = {"t0": time.perf_counter(), "f0": rollout.frames, "last": None}
+    final_frames = pcfg.warmup_frames + iterations * pcfg.frames_per_iteration  # warm-up counts
+    bar = tqdm(total=final_frames, initial=rollout.frames, unit="frames", unit_scale=True,
+               disable=not cfg.progress, dynamic_ncols=True)
+    state = {"t0": time.perf_counter(), "f0": rollout.frames, "last": None, "checkpoint": resume_path}
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
 
     def checkpoint(iteration: int) -> str:
@@ -629,6 +604,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         path = os.path.join(ckpt_dir, f"iter_{iteration:06d}.pt")
         save_checkpoint(payload, path)
         save_checkpoint(payload, os.path.join(ckpt_dir, "latest.pt"))
+        state["checkpoint"] = path
         return path
 
     def hook(i: int, metrics: Any, g: Any) -> bool:
@@ -662,6 +638,9 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
         result = run(graph, policy=cfg.policy if cfg.policy.name != "local" else "local",
                      factory=factory, iterations=max(0, iterations - start),
                      hooks=[hook], start=start)
+    except KeyboardInterrupt:
+        _log_interrupt(rollout.frames, state["checkpoint"])
+        raise
     finally:
         bar.close()
     train_seconds = time.perf_counter() - t_start
@@ -690,9 +669,13 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
             video_path, video_frames = video.path, video.frames
         if tlog is not None:
             tlog.log_scalar("eval/episode_return", sum(evals) / len(evals), step=rollout.frames)
+    if tlog is not None:
+        tlog.close()  # a W&B run finished, a TensorBoard file complete
     if cfg.plot:
-        _plot(curve, evals, os.path.join(run_dir, "learning_curve.png"),
-              f"{algo_name} on {cfg.env.id} (seed {cfg.seed})")
+        from torchfrag.train_plot import save_learning_curve
+
+        save_learning_curve(curve, evals, os.path.join(run_dir, "learning_curve.png"),
+                            f"{algo_name} on {cfg.env.id} (seed {cfg.seed})", frames=rollout.frames)
     summary = {
         "env": cfg.env.id, "algo": algo_name, "seed": int(cfg.seed),
         "frames": rollout.frames, "iterations": final_iteration,
@@ -718,7 +701,13 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     return summary
 
 
+#: Whether the user asked for full tracebacks (``HYDRA_FULL_ERROR=1`` or ``-v``); see :func:`main`.
+_FULL_ERRORS = {"asked": False, "composed": False}
+
+
 def _hydra_main(cfg: DictConfig) -> float | None:
+    _FULL_ERRORS["composed"] = True
+    _restore_full_error_setting()  # composed: errors from here on are Hydra's (or _refuse's) to report
     try:
         _check(cfg)
     except ValueError as err:  # a refused config: one line on stderr, exit status 1, nothing started
@@ -732,6 +721,24 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     return summary["eval_return"]
 
 
+def _log_interrupt(frames: int, checkpoint: str | None) -> None:
+    """The one line a Ctrl-C of training leaves: where it stopped and what to resume from."""
+    _INTERRUPT["logged"] = True
+    logger.warning("interrupted (Ctrl-C) at %d frames; %s", frames,
+                   f"resume={checkpoint} continues from its last checkpoint" if checkpoint
+                   else "no checkpoint written yet")
+
+
+#: Whether :func:`train` already logged the Ctrl-C (:func:`main` logs one otherwise).
+_INTERRUPT = {"logged": False}
+
+
+def _restore_full_error_setting() -> None:
+    """Puts ``HYDRA_FULL_ERROR`` back as the user had it (:func:`main` sets it while composing)."""
+    if not _FULL_ERRORS["asked"]:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+
+
 def _refuse(err: Exception) -> None:
     """Exits with status 1 and one line ``torchfrag.train: error: <reason>`` on stderr; with
     ``HYDRA_FULL_ERROR=1`` (or ``-v``) the error propagates with its full traceback."""
@@ -742,7 +749,45 @@ def _refuse(err: Exception) -> None:
 
 
 def main() -> None:
-    """Console entry point (``torchfrag-train`` / ``python -m torchfrag.train``)."""
+    """Console entry point (``torchfrag-train`` / ``python -m torchfrag.train``).
+
+    A refusal or a config Hydra cannot compose ends with one line on stderr and status 1;
+    Ctrl-C with one line (where training stopped, what to resume from) and status 130.
+    """
+    try:
+        _main()
+    except KeyboardInterrupt:
+        # The run's cleanup (workers stopped and reaped, envs closed) already ran on the way
+        # out. Exit now: interpreter teardown could otherwise wait on RPC's exit handlers or
+        # on threads left blocked by the interrupted start-up. 130 = killed by SIGINT.
+        if not _INTERRUPT["logged"]:
+            if logging.getLogger().handlers:  # Hydra's logging is set up: console and train.log
+                logger.warning("interrupted (Ctrl-C) before training started")
+            else:
+                os.write(2, b"torchfrag.train: interrupted (Ctrl-C) while starting\n")
+        logging.shutdown()
+        os._exit(130)
+
+
+@contextlib.contextmanager
+def _sigint_exits() -> Iterator[None]:
+    """A Ctrl-C within the block exits at once with one line and status 130, nothing to clean
+    up yet: raised as ``KeyboardInterrupt`` inside a native module's import (torch's), it
+    crashed the process with SIGSEGV."""
+    import signal
+
+    def leave(signum: int, frame: Any) -> None:
+        os.write(2, b"torchfrag.train: interrupted (Ctrl-C) while starting\n")
+        os._exit(130)
+
+    previous = signal.signal(signal.SIGINT, leave)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _main() -> None:
     import sys
 
     import hydra
@@ -751,16 +796,29 @@ def main() -> None:
         while flag in sys.argv[1:]:
             sys.argv.remove(flag)
             os.environ["HYDRA_FULL_ERROR"] = "1"
-    register_schemas()
+    # Composition errors (unknown option, malformed override, missing `+`, wrong type) come back
+    # here as exceptions, to be reported in one line; _hydra_main restores the user's setting.
+    _FULL_ERRORS["asked"] = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    with _sigint_exits():  # imports torch and the env pool
+        register_schemas()
+    # tqdm's default lock holds a multiprocessing semaphore, which the os._exit on Ctrl-C
+    # would leak (the resource tracker then prints a warning after our one line).
+    import threading
+
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
     try:
         hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_hydra_main)()
-    except KeyboardInterrupt:
-        # The run's cleanup (workers stopped and reaped, envs closed) already ran on the way
-        # out. Exit now: interpreter teardown could otherwise wait on RPC's exit handlers or
-        # on threads left blocked by the interrupted start-up. 130 = killed by SIGINT.
-        logger.warning("interrupted (Ctrl-C)")
-        logging.shutdown()
-        os._exit(130)
+    except Exception as err:
+        _restore_full_error_setting()
+        if _FULL_ERRORS["asked"] or _FULL_ERRORS["composed"]:
+            raise
+        from torchfrag.cli_messages import composition_error_line
+
+        raise SystemExit("torchfrag.train: error: "
+                         + composition_error_line(err, sys.argv[1:])) from None
 
 
 if __name__ == "__main__":

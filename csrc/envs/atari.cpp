@@ -111,6 +111,16 @@ const std::map<std::string, int64_t> kMinimalActions = {
     {"word_zapper", 18}, {"yars_revenge", 18}, {"zaxxon", 18},
 };
 
+// Screens taller than 210 rows in ALE 0.12.1 (all are 160 wide), so that a
+// spec asking for the screen's own size (img_height=0, Gymnasium's ALE/ ids)
+// needs no ROM load for the games of kMinimalActions; tests check the table.
+const std::map<std::string, int64_t> kTallScreens = {
+    {"adventure", 250}, {"air_raid", 250}, {"carnival", 214}, {"journey_escape", 230},
+    {"keystone_kapers", 250}, {"king_kong", 250}, {"klax", 250}, {"laser_gates", 250},
+    {"mr_do", 250}, {"pacman", 250}, {"pooyan", 220}, {"sir_lancelot", 250},
+    {"space_war", 250},
+};
+
 // Turns ALE palette-index frames into the resized, max-pooled observation in
 // one pass, with the arithmetic of OpenCV's INTER_AREA (which Gymnasium's
 // AtariPreprocessing and EnvPool use) done exactly in integers.
@@ -311,6 +321,9 @@ class FrameRenderer {
 struct Config {
   int frame_skip, stack_num, height, width;
   bool gray;
+  // Gymnasium's raw ALE/<Game>-v5 face: the last frame (no max-pool, no early
+  // stop on game over) and [H, W, C] observations.
+  bool max_pool, channels_last;
   int noop_max;
   bool episodic_life, reward_clip, use_fire_reset, full_action_space;
   double repeat_action_probability;
@@ -329,6 +342,8 @@ Config read_config(const Options* o) {
   c.height = static_cast<int>(num(o, "img_height", 84));
   c.width = static_cast<int>(num(o, "img_width", 84));
   c.gray = num(o, "gray_scale", 1) != 0;
+  c.max_pool = num(o, "max_pool", 1) != 0;
+  c.channels_last = num(o, "channels_last", 0) != 0;
   c.noop_max = static_cast<int>(num(o, "noop_max", 30));
   c.episodic_life = num(o, "episodic_life", 0) != 0;
   c.reward_clip = num(o, "reward_clip", 0) != 0;
@@ -344,9 +359,10 @@ Config read_config(const Options* o) {
   check(c.frame_skip >= 1, "frame_skip must be >= 1, got " + std::to_string(c.frame_skip));
   check(c.stack_num >= 1, "stack_num must be >= 1, got " + std::to_string(c.stack_num));
   // INTER_AREA only averages when shrinking (OpenCV switches to bilinear
-  // when enlarging); the 210x160 screen is never enlarged here.
-  check(c.height >= 1 && c.height <= kRawHeight && c.width >= 1 && c.width <= kRawWidth,
-        "img_height must be in [1, 210] and img_width in [1, 160] (screens are 210x160 or taller), got " +
+  // when enlarging); the 210x160 screen is never enlarged here.  0 is the
+  // game's own screen size (210 rows for most games, more for a few).
+  check(c.height >= 0 && c.height <= kRawHeight && c.width >= 0 && c.width <= kRawWidth,
+        "img_height must be in [0, 210] and img_width in [0, 160] (0: the screen's own size), got " +
             std::to_string(c.height) + "x" + std::to_string(c.width));
   check(c.noop_max >= 0, "noop_max must be >= 0, got " + std::to_string(c.noop_max));
   check(c.repeat_action_probability >= 0.0 && c.repeat_action_probability <= 1.0,
@@ -368,9 +384,7 @@ std::string join(const std::vector<int64_t>& v) {
 class AtariEnv : public Env {
  public:
   AtariEnv(const std::string& id, const std::string& rom, const Config& c)
-      : c_(c),
-        channels_(c.gray ? 1 : 3),
-        frame_bytes_(static_cast<size_t>(c.height) * c.width * channels_) {
+      : c_(c), channels_(c.gray ? 1 : 3) {
     quiet_ale();
     ale_ = std::make_unique<ale::ALEInterface>();
     // Sticky actions are applied here with the env's own Rng (see the top of
@@ -382,13 +396,17 @@ class AtariEnv : public Env {
     screen_h_ = static_cast<int>(ale_->getScreen().height());
     screen_w_ = static_cast<int>(ale_->getScreen().width());
     screen_bytes_ = static_cast<size_t>(screen_h_) * screen_w_;
-    if (c.height > screen_h_ || c.width > screen_w_) {
+    if (c_.height == 0) c_.height = screen_h_;
+    if (c_.width == 0) c_.width = screen_w_;
+    frame_bytes_ = static_cast<size_t>(c_.height) * c_.width * channels_;
+    if (c_.height > screen_h_ || c_.width > screen_w_) {
       throw std::invalid_argument(id + ": img_height x img_width must not exceed the " +
                                   std::to_string(screen_h_) + "x" + std::to_string(screen_w_) +
-                                  " screen, got " + std::to_string(c.height) + "x" +
-                                  std::to_string(c.width));
+                                  " screen, got " + std::to_string(c_.height) + "x" +
+                                  std::to_string(c_.width));
     }
-    render_ = std::make_unique<FrameRenderer>(screen_h_, screen_w_, c.height, c.width, channels_);
+    render_ = std::make_unique<FrameRenderer>(screen_h_, screen_w_, c_.height, c_.width,
+                                              channels_);
     if (c.mode >= 0) {
       std::vector<int64_t> modes;
       for (auto m : ale_->getAvailableModes()) modes.push_back(m);
@@ -461,6 +479,7 @@ class AtariEnv : public Env {
     const int next = cur_ ^ 1;
     int reward = 0;
     bool game_over = false, got_a = false, got_b = false;
+    if (!c_.max_pool) return step_last_frame(a, rng, out);
     for (int t = 0; t < c_.frame_skip; ++t) {
       reward += act_frame(a, rng);
       game_over = ale_->game_over(false);
@@ -490,6 +509,25 @@ class AtariEnv : public Env {
     }
     push_frame(frames, nf, false);
     if (!got_b) prev_.nf = 0;  // buffers out of their usual rotation; a reset follows
+    return finish_step(reward, game_over, out);
+  }
+
+  // ale-py's AtariEnv.step (Gymnasium's ALE/<Game>-v5): every one of the
+  // frame_skip frames is emulated even after a game over, and the
+  // observation is the last screen, not pooled.
+  StepResult step_last_frame(ale::Action a, Rng& rng, const Row& out) {
+    int reward = 0;
+    for (int t = 0; t < c_.frame_skip; ++t) reward += act_frame(a, rng);
+    const int next = cur_ ^ 1;
+    copy_screen(b_[next]);
+    cur_ = next;
+    prev_has_a_ = false;
+    const uint8_t* frames[1] = {b_[next].data()};
+    push_frame(frames, 1, false);
+    return finish_step(reward, ale_->game_over(false), out);
+  }
+
+  StepResult finish_step(int reward, bool game_over, const Row& out) {
     ++elapsed_;
     const int lives = ale_->lives();
     const bool life_lost = lives < lives_ && lives > 0;
@@ -587,9 +625,23 @@ class AtariEnv : public Env {
   void write(const Row& out, float unclipped, bool game_over) {
     // Oldest frame first; head_ holds the newest.
     uint8_t* obs = out.obs<uint8_t>();
-    for (int k = 0; k < c_.stack_num; ++k) {
-      const int src = (head_ + 1 + k) % c_.stack_num;
-      std::memcpy(obs + k * frame_bytes_, stack_.data() + src * frame_bytes_, frame_bytes_);
+    if (c_.channels_last) {
+      // [H, W, stack * C]: pixel-major, the stacked frames' channels innermost.
+      const size_t plane = static_cast<size_t>(c_.height) * c_.width;
+      const size_t depth = static_cast<size_t>(c_.stack_num) * channels_;
+      for (int k = 0; k < c_.stack_num; ++k) {
+        const uint8_t* frame = stack_.data() + ((head_ + 1 + k) % c_.stack_num) * frame_bytes_;
+        for (int ch = 0; ch < channels_; ++ch) {
+          const uint8_t* src = frame + ch * plane;
+          uint8_t* dst = obs + static_cast<size_t>(k) * channels_ + ch;
+          for (size_t px = 0; px < plane; ++px) dst[px * depth] = src[px];
+        }
+      }
+    } else {
+      for (int k = 0; k < c_.stack_num; ++k) {
+        const int src = (head_ + 1 + k) % c_.stack_num;
+        std::memcpy(obs + k * frame_bytes_, stack_.data() + src * frame_bytes_, frame_bytes_);
+      }
     }
     *out.info<int32_t>(0) = lives_;
     *out.info<float>(1) = unclipped;
@@ -598,7 +650,7 @@ class AtariEnv : public Env {
 
   Config c_;
   int channels_;
-  size_t frame_bytes_;
+  size_t frame_bytes_ = 0;  // set once the ROM's screen size is known
   int screen_h_ = 0, screen_w_ = 0;
   size_t screen_bytes_ = 0;
   std::unique_ptr<FrameRenderer> render_;  // built once the ROM's screen size is known
@@ -680,14 +732,41 @@ int64_t AtariFamily::minimal_actions(const std::string& id) const {
   return n;
 }
 
+std::pair<int64_t, int64_t> AtariFamily::screen_size(const std::string& id) const {
+  const std::string rom = fs::path(rom_path(id)).stem().string();
+  if (kMinimalActions.count(rom) != 0) {
+    auto tall = kTallScreens.find(rom);
+    return {tall == kTallScreens.end() ? kRawHeight : tall->second, kRawWidth};
+  }
+  std::lock_guard<std::mutex> lock(probe_mu_);
+  auto it = screens_.find(id);
+  if (it != screens_.end()) return it->second;
+  quiet_ale();
+  ale::ALEInterface probe;
+  probe.loadROM(rom_path(id));
+  const auto& s = probe.getScreen();
+  const std::pair<int64_t, int64_t> hw{static_cast<int64_t>(s.height()),
+                                       static_cast<int64_t>(s.width())};
+  screens_[id] = hw;
+  return hw;
+}
+
 EnvSpec AtariFamily::spec(const std::string& id, const Options* options) const {
   const Config c = read_config(options);
   const int64_t channels = c.gray ? 1 : 3;
+  int64_t height = c.height, width = c.width;
+  if (height == 0 || width == 0) {  // the screen's own size: load the ROM once to know it
+    const auto hw = screen_size(id);
+    if (height == 0) height = hw.first;
+    if (width == 0) width = hw.second;
+  }
   EnvSpec s;
   s.id = id;
   s.obs.name = "obs";
   s.obs.dtype = DType::kUInt8;
-  s.obs.shape = {c.stack_num * channels, c.height, c.width};
+  s.obs.shape = c.channels_last
+                    ? std::vector<int64_t>{height, width, c.stack_num * channels}
+                    : std::vector<int64_t>{c.stack_num * channels, height, width};
   s.obs.low = {0.0};
   s.obs.high = {255.0};
   s.infos = {info_spec("lives", DType::kInt32, 0, kInf),
@@ -700,9 +779,16 @@ EnvSpec AtariFamily::spec(const std::string& id, const Options* options) const {
       opt_int("frame_skip", 4, "emulator frames per step (the action repeats; max-pool of the "
                                "last two frames)"),
       opt_int("stack_num", 4, "number of stacked frames in an observation"),
-      opt_int("img_height", 84, "observation height (INTER_AREA resize of the 210 rows)"),
-      opt_int("img_width", 84, "observation width (INTER_AREA resize of the 160 columns)"),
+      opt_int("img_height", 84,
+              "observation height (INTER_AREA resize of the 210 rows; 0: the screen's own)"),
+      opt_int("img_width", 84,
+              "observation width (INTER_AREA resize of the 160 columns; 0: the screen's own)"),
       opt_bool("gray_scale", true, "gray frames (else RGB: 3 channels per stacked frame)"),
+      opt_bool("max_pool", true,
+               "max-pool the last two frames of a step and stop a step at game over; false: "
+               "the last frame, all frame_skip frames emulated (ale-py's AtariEnv)"),
+      opt_bool("channels_last", false,
+               "observations [H, W, stack_num * C] (Gymnasium's layout) instead of [C, H, W]"),
       opt_int("noop_max", 30, "reset plays 1..noop_max NOOP frames (0: none)"),
       opt_bool("episodic_life", false,
                "a life loss ends the episode (terminated); the game only restarts on game over"),
@@ -730,6 +816,8 @@ std::unique_ptr<Env> AtariFamily::make(const std::string& id, const EnvSpec&,
   c.height = static_cast<int>(options.i("img_height"));
   c.width = static_cast<int>(options.i("img_width"));
   c.gray = options.b("gray_scale");
+  c.max_pool = options.b("max_pool");
+  c.channels_last = options.b("channels_last");
   c.noop_max = static_cast<int>(options.i("noop_max"));
   c.episodic_life = options.b("episodic_life");
   c.reward_clip = options.b("reward_clip");

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../env.h"
@@ -41,11 +42,14 @@ class AtariFamily : public EnvFamily {
   const std::map<std::string, std::string>& games() const;
   // Size of the game's minimal action set (a table; ROM probe as fallback).
   int64_t minimal_actions(const std::string& id) const;
+  // The game's screen (rows, columns): a table, or loading its ROM once.
+  std::pair<int64_t, int64_t> screen_size(const std::string& id) const;
 
   mutable std::once_flag games_once_;
   mutable std::map<std::string, std::string> games_;
   mutable std::mutex probe_mu_;
   mutable std::map<std::string, int64_t> probed_;
+  mutable std::map<std::string, std::pair<int64_t, int64_t>> screens_;
 };
 
 }  // namespace atari

@@ -19,6 +19,16 @@ Example:
     (0.1, 4, 512)
     >>> MyConfig(num_envs=8, steps=32, total_frames=100_000).iterations  # 100k frames: 390.6 -> 391
     391
+
+    Random warm-up frames (``learning_starts``, TorchRL's ``init_random_frames``) are part of
+    ``total_frames``:
+
+    >>> @dataclass
+    ... class OffPolicy(AlgoConfig):
+    ...     learning_starts: int = 1000
+    >>> cfg = OffPolicy(num_envs=8, steps=16, total_frames=2048)
+    >>> cfg.warmup_frames, cfg.iterations, cfg.frames_per_iteration  # 1,000 + 9 x 128 = 2,152 frames
+    (1000, 9, 128)
 """
 from __future__ import annotations
 
@@ -100,9 +110,22 @@ class AlgoConfig:
         return int(self.num_envs) * int(self.steps)
 
     @property
+    def warmup_frames(self) -> int:
+        """Random-action frames collected before the first iteration: ``learning_starts`` (for
+        configs that have it, DQN and SAC) rounded up to whole steps of the ``num_envs`` envs.
+
+        They count towards ``total_frames``, as TorchRL's ``init_random_frames`` do.
+        """
+        starts = int(getattr(self, "learning_starts", 0) or 0)
+        n = max(1, int(self.num_envs))
+        return -(-starts // n) * n if starts > 0 else 0
+
+    @property
     def iterations(self) -> int:
-        """Iterations of the whole run: :func:`iterations_for` of ``total_frames``."""
-        return iterations_for(self.total_frames, self.frames_per_iteration)
+        """Iterations of the whole run: :func:`iterations_for` of ``total_frames`` less the
+        :attr:`warmup_frames` (at least one iteration)."""
+        return iterations_for(max(1, int(self.total_frames) - self.warmup_frames),
+                              self.frames_per_iteration)
 
     def validate(self, prefix: str = "algo.") -> None:
         """Refuses values no training can use, naming the key, the value and what is allowed.

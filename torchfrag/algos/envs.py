@@ -2,8 +2,9 @@
 
 Every algorithm, locally and on a worker's slice of envs, trains on
 :func:`make_env`: a :class:`~torchfrag.envs.PoolEnv` whose float64
-observations (MuJoCo) are cast to float32 and whose categorical observations
-(toy text's cell index, Blackjack's three counts) are one-hot encoded, with
+observations (MuJoCo) are cast to float32, whose categorical observations
+(toy text's cell index, Blackjack's three counts) are one-hot encoded, and whose
+MiniGrid grid codes (``[7, 7, 3]`` uint8) become flat float32 vectors, with
 optional running observation normalisation.
 
 Example:
@@ -46,11 +47,18 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
         >>> make_env("Pendulum-v1", 2, obs_norm=True).transform[0].__class__.__name__
         'VecNormV2'
     """
-    from torchrl.envs import Compose, DoubleToFloat, TransformedEnv, VecNormV2
+    from torchrl.envs import (
+        Compose,
+        DoubleToFloat,
+        DTypeCastTransform,
+        FlattenObservation,
+        TransformedEnv,
+        VecNormV2,
+    )
 
     from torchfrag.envs import PoolEnv
 
-    env = PoolEnv(env_id, num_envs=num_envs, seed=seed, info_keys=[], **options)
+    env = PoolEnv(env_id, num_envs=num_envs, seed=seed, info_keys=[], env_options=options)
     # What it was made from, so that a loop can rebuild the same envs as another source
     # (PPO's collector="pool" replaces this env by a PoolCollector over the same envs).
     env.pool_seed = list(seed) if isinstance(seed, Sequence) else int(seed)
@@ -61,6 +69,11 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
         transforms.append(DoubleToFloat(in_keys=["observation"]))
     elif OneHotObservation.applies_to(obs_spec):
         transforms.append(OneHotObservation.for_spec(obs_spec))
+    elif _is_grid_code(env_id, obs_spec, len(env.batch_size)):
+        # MiniGrid's (object, colour, state) codes per cell: small integers, not
+        # pixels, so no CNN and no /255; an MLP reads them as a flat vector.
+        transforms += [DTypeCastTransform(torch.uint8, torch.float32, in_keys=["observation"]),
+                       FlattenObservation(-3, -1, in_keys=["observation"])]
     if obs_norm:
         transforms += [VecNormV2(in_keys=["observation"], decay=0.99999, eps=1e-8,
                                  reduce_batch_dims=True),
@@ -163,6 +176,12 @@ def is_discrete(env: EnvBase) -> bool:
     """Whether ``env`` has a discrete (categorical) action space."""
     spec = env.action_spec_unbatched
     return spec.dtype in (torch.int64, torch.int32) or hasattr(spec.space, "n")
+
+
+def _is_grid_code(env_id: str, spec: Any, batch_dims: int) -> bool:
+    """MiniGrid's ``[7, 7, 3]`` uint8 cell codes (not an RGB picture such as CarRacing's)."""
+    return (env_id.startswith("MiniGrid-") and spec.dtype == torch.uint8
+            and spec.ndim - batch_dims == 3)
 
 
 def is_image(env: EnvBase) -> bool:

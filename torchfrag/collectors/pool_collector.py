@@ -35,6 +35,7 @@ from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from torchfrag.envs._torchrl_compat import new_tensordict
+from torchfrag.envs.gymenv_args import take_gymenv_kwargs
 from torchfrag.envs.pool import EnvPool
 from torchfrag.envs.torchrl_env import (
     PoolEnv,
@@ -61,7 +62,8 @@ _POOL_PATH_ANY = frozenset({"device", "storing_device", "policy_device", "replay
                             "exploration_type", "split_trajs", "postproc", "trust_policy",
                             "use_buffers", "no_cuda_sync", "post_collect_hook"})
 # PoolEnv options that change its conventions (not env options of the pool).
-_POOL_ENV_CONVENTIONS = ("categorical_action_encoding", "from_pixels", "observation_dtype")
+_POOL_ENV_CONVENTIONS = ("categorical_action_encoding", "from_pixels", "pixels_only",
+                         "frame_skip")
 # Arguments the pool path supports at these values only (TorchRL's defaults);
 # other values are served by TorchRL's own Collector over a PoolEnv.
 _POOL_PATH_DEFAULTS: dict[str, tuple[Any, ...]] = {
@@ -177,6 +179,33 @@ def _as_tensor(value: Any) -> torch.Tensor:
     return torch.from_numpy(value) if isinstance(value, np.ndarray) else value
 
 
+def _observation_dtype(env_id: str, requested: torch.dtype | str | None,
+                       options: dict[str, Any]) -> torch.dtype | None:
+    """The observation dtype of a collector over ``env_id``; ``None``: the env's own.
+
+    ``"auto"`` (the default) is float32 for float64 observations (MuJoCo), as
+    TorchRL's scripts get them through ``DoubleToFloat``, so a float32 policy
+    runs on them; other dtypes stay.
+    """
+    from torchfrag.envs import spec as env_spec
+
+    if requested is None:
+        return None
+    if requested == "auto":
+        obs = env_spec(env_id, **options).observation_space
+        return torch.float32 if getattr(obs, "dtype", None) == np.float64 else None
+    if isinstance(requested, str):
+        dtype = getattr(torch, requested, None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"PoolCollector: observation_dtype {requested!r} is not a torch dtype"
+                             " name (e.g. 'float32'), 'auto' or None")
+        return dtype
+    if not isinstance(requested, torch.dtype):
+        raise TypeError(f"PoolCollector: observation_dtype must be a torch dtype, 'auto' or None,"
+                        f" got {requested!r}")
+    return requested
+
+
 class _RandomPolicy:
     """Uniform random actions for a batch (the ``policy=None`` default).
 
@@ -228,9 +257,8 @@ class PoolCollector(BaseCollector):
     - a plain :class:`~torchfrag.envs.PoolEnv`: the same fast path over a new
       pool built from that env's arguments (id, ``num_envs``, seed, options,
       info keys; the env itself is not stepped);
-    - an env id with ``PoolEnv`` convention options (``observation_dtype=torch.float32``,
-      ``categorical_action_encoding=False``, ``from_pixels=True``): that ``PoolEnv``,
-      run as below;
+    - an env id with ``PoolEnv`` convention options (``categorical_action_encoding=False``,
+      ``from_pixels=True``, ``frame_skip``): that ``PoolEnv``, run as below;
     - anything else TorchRL's ``Collector`` takes (a ``TransformedEnv`` over a
       ``PoolEnv`` such as ``DoubleToFloat``/``VecNorm``/``RewardSum``, a
       ``PoolEnv`` subclass overriding ``_step``/``_reset``, any ``EnvBase``, or
@@ -269,6 +297,10 @@ class PoolCollector(BaseCollector):
             yields ``None`` (TorchRL's convention).
         exploration_type: Interaction type the policy runs under (as TorchRL's
             collectors: ``RANDOM`` samples from probabilistic actors).
+        observation_dtype: Observation dtype with an env id. ``"auto"``:
+            float32 where the env's are float64 (MuJoCo), what TorchRL's
+            scripts get from ``DoubleToFloat`` and what a float32 policy
+            needs; other dtypes kept. ``None``: the env's own; or a torch dtype.
         **options: TorchRL collector arguments, and env options (as for
             :func:`torchfrag.envs.make`).
 
@@ -308,6 +340,7 @@ class PoolCollector(BaseCollector):
         info_keys: Sequence[str] = (),
         replay_buffer: Any = None,
         exploration_type: ExplorationType = ExplorationType.RANDOM,
+        observation_dtype: torch.dtype | str | None = "auto",
         **options: Any,
     ) -> None:
         super().__init__()
@@ -333,6 +366,14 @@ class PoolCollector(BaseCollector):
         # PoolEnv's convention options (observation_dtype=torch.float32 for MuJoCo, ...):
         # with an env id they select a PoolEnv run by TorchRL's Collector.
         env_conventions = {k: options.pop(k) for k in _POOL_ENV_CONVENTIONS if k in options}
+        if isinstance(create_env_fn, str):
+            obs_dtype = _observation_dtype(create_env_fn, observation_dtype, options)
+        elif observation_dtype != "auto":
+            raise ValueError("PoolCollector: observation_dtype applies to an env id only; give"
+                             " the env you pass its own (PoolEnv(..., observation_dtype=...) or"
+                             " a DoubleToFloat transform)")
+        else:
+            obs_dtype = None
         if isinstance(create_env_fn, str) and env_conventions:
             generic_only = {**generic_only, **env_conventions}
         self._delegate: Collector | None = None
@@ -349,8 +390,11 @@ class PoolCollector(BaseCollector):
             kw = dict(env._init_kwargs)
             seed, num_threads = kw.pop("seed"), kw.pop("num_threads")
             for k in ("device", "info_keys", "categorical_action_encoding", "from_pixels",
-                      "observation_dtype"):
+                      "observation_dtype", "pixels_only", "frame_skip", "allow_done_after_reset",
+                      "spec_locked"):
                 kw.pop(k)
+            kw.update(kw.pop("env_options") or {})
+            take_gymenv_kwargs(env_id, kw)  # GymEnv's no-op arguments are no env options
             info_keys = env.info_keys
             options = {**kw, **options}
             if storing_device is None and env.device.type != "cpu":
@@ -358,8 +402,9 @@ class PoolCollector(BaseCollector):
         elif not isinstance(create_env_fn, str) or generic_only:
             if isinstance(create_env_fn, str):
                 create_env_fn = PoolEnv(create_env_fn, num_envs, num_threads=num_threads,
-                                        seed=seed, info_keys=list(info_keys), **env_conventions,
-                                        **options)
+                                        seed=seed, info_keys=list(info_keys),
+                                        observation_dtype=obs_dtype, **env_conventions,
+                                        env_options=options)
             elif options or env_conventions:
                 options = {**options, **env_conventions}
                 raise ValueError(f"PoolCollector: env options {sorted(options)} apply to an env id"
@@ -411,7 +456,12 @@ class PoolCollector(BaseCollector):
         #: TensorDict keys of the stored infos.
         self.info_keys = list(self._info_names)
         self.observation_spec: Composite = observation_spec_from(
-            spec, self.num_envs, list(self._info_names.values()))
+            spec, self.num_envs, list(self._info_names.values()), observation_dtype=obs_dtype)
+        # NumPy dtype the policy sees observations in (None: the env's own).
+        self._obs_cast = (None if obs_dtype is None else
+                          torch.empty(0, dtype=obs_dtype).numpy().dtype)
+        if self._obs_cast == spec.observation_space.dtype:
+            self._obs_cast = None
         self.action_spec = action_spec_from(spec, self.num_envs)
         self.action_spec_unbatched = action_spec_from(spec, 1)[0]
 
@@ -532,6 +582,8 @@ class PoolCollector(BaseCollector):
         return slots
 
     def _policy_input(self, obs: np.ndarray, info: dict) -> TensorDictBase:
+        if self._obs_cast is not None:
+            obs = obs.astype(self._obs_cast)
         data = {"observation": torch.from_numpy(obs)}
         for k in self.info_keys:
             data[k] = torch.from_numpy(np.asarray(info[k]))
@@ -557,7 +609,7 @@ class PoolCollector(BaseCollector):
         elif self._direct:
             # Plain module or callable on the observation tensor: no TensorDict
             # round trip (TensorDictModule adds ~100us per call).
-            x = torch.from_numpy(obs)
+            x = torch.from_numpy(obs if self._obs_cast is None else obs.astype(self._obs_cast))
             if self.policy_device.type != "cpu":
                 x = x.to(self.policy_device, non_blocking=True)
             with torch.no_grad(), set_exploration_type(self.exploration_type):

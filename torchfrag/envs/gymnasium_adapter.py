@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any
 
 import gymnasium
@@ -13,6 +14,7 @@ from torchfrag.envs.pool import EnvPool
 from torchfrag.envs.spec import list_envs
 
 NAMESPACE = "torchfrag"
+logger = logging.getLogger(__name__)
 
 # Gymnasium's autoreset modes the pool implements, and the pool's names for them. DISABLED runs
 # the pool in next-step mode and checks that the user resets finished envs before stepping them.
@@ -368,11 +370,19 @@ def register_gymnasium_envs() -> None:
         full = f"{NAMESPACE}/{env_id}"
         if full in gymnasium.registry:
             continue
-        s = env_spec(env_id)
+        try:
+            s = env_spec(env_id)
+            limits = {"max_episode_steps": s.max_episode_steps or None,
+                      "reward_threshold": s.reward_threshold}
+        except ValueError as err:
+            # An optional family whose files are absent (DMC without the dmc extra): the
+            # id stays registered, so making it raises that same clear error, and
+            # `import torchfrag.envs` keeps working without the extra.
+            logger.debug("%s registered without its limits: %s", full, err)
+            limits = {}
         gymnasium.register(
             id=full,
             entry_point=functools.partial(PoolSingleEnv, env_id),
             vector_entry_point=functools.partial(make_gymnasium, env_id),
-            max_episode_steps=s.max_episode_steps or None,
-            reward_threshold=s.reward_threshold,
+            **limits,
         )

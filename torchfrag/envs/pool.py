@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from torchfrag._native import C
+from torchfrag.envs.aliases import resolve as resolve_alias
 from torchfrag.envs.spec import EnvSpec
 
 logger = logging.getLogger(__name__)
@@ -156,7 +157,8 @@ class EnvPool:
     them touches nothing: make new pools in the child.
 
     Args:
-        env_id: A registered id, see :func:`torchfrag.envs.list_envs`.
+        env_id: A registered id, see :func:`torchfrag.envs.list_envs`, or
+            Gymnasium's ``ALE/<Game>-v5`` (:mod:`torchfrag.envs.aliases`).
         num_envs: Number of envs.
         batch_size: Rows per :meth:`recv` (async); defaults to ``num_envs``.
         num_threads: Worker threads; defaults to ``min(num_envs, cores)``.
@@ -203,6 +205,9 @@ class EnvPool:
             raise ValueError(f"num_threads must be in [1, {MAX_THREADS}], got {num_threads}")
         if autoreset not in AUTORESET_MODES:
             raise ValueError(f"autoreset must be one of {AUTORESET_MODES}, got {autoreset!r}")
+        #: The id asked for (``ALE/Pong-v5``); ``env_id`` is the native one behind it.
+        self.requested_id = env_id
+        env_id, options = resolve_alias(env_id, options)
         options = normalize_options(env_id, options)
         self.env_id = env_id
         self.autoreset = autoreset

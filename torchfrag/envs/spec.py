@@ -138,7 +138,8 @@ def spec(env_id: str, **options: Any) -> EnvSpec:
     """Returns the spec of ``env_id`` under ``options`` without building an env.
 
     Args:
-        env_id: A registered id (see :func:`list_envs`).
+        env_id: A registered id (see :func:`list_envs`), or Gymnasium's
+            ``ALE/<Game>-v5`` (see :mod:`torchfrag.envs.aliases`).
         **options: Options as accepted by :func:`torchfrag.envs.make`; they can
             change shapes (e.g. Atari ``stack_num``).
 
@@ -150,8 +151,10 @@ def spec(env_id: str, **options: Any) -> EnvSpec:
         >>> spec("CartPole-v1").action_space
         Discrete(2)
     """
+    from torchfrag.envs.aliases import resolve
     from torchfrag.envs.pool import normalize_options
 
+    env_id, options = resolve(env_id, options)
     return EnvSpec.from_native(C.env_spec(env_id, normalize_options(env_id, options)))
 
 

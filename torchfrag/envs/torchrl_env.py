@@ -38,9 +38,12 @@ from torchrl.data.utils import numpy_to_torch_dtype_dict
 from torchrl.envs import EnvBase
 
 from torchfrag.envs._torchrl_compat import make_compatible_policy, new_tensordict, step_mdp
+from torchfrag.envs.aliases import is_alias
+from torchfrag.envs.gymenv_args import check_batch_size, take_gymenv_kwargs
 from torchfrag.envs.lives import AleLives
+from torchfrag.envs.pixels import PixelFrames
 from torchfrag.envs.pool import EnvPool, check_seed
-from torchfrag.envs.spec import EnvSpec
+from torchfrag.envs.spec import EnvSpec, spec
 
 logger = logging.getLogger(__name__)
 
@@ -278,13 +281,37 @@ class PoolEnv(EnvBase):
             (``Categorical``) rather than one-hot (``OneHot``). Default: ``True``
             batched, ``False`` unbatched (as GymEnv). Both are accepted as input
             in either case.
-        from_pixels: Name the observation ``"pixels"`` (image observations
-            only, e.g. Atari; channel-first ``[C, H, W]``, where GymEnv's raw
-            Atari frames are ``[H, W, C]``).
+        from_pixels: GymEnv's ``from_pixels``: frames under ``"pixels"``.
+            Envs whose observations are images (Atari) name them
+            ``"pixels"`` (channel-first ``[C, H, W]`` for the pool's
+            ``<Game>-v5``; ``ALE/<Game>-v5`` gives Gymnasium's ``[H, W, C]``
+            and always names them ``"pixels"``, as GymEnv does). Other envs
+            (MuJoCo, classic control) render a frame per step, uint8
+            ``[H, W, 3]`` as ``env.render()`` draws it (see
+            :mod:`torchfrag.envs.rendering`; terminal frames under ``"next"``).
+        pixels_only: With ``from_pixels`` on a rendered env: only
+            ``"pixels"`` (``True``, GymEnv's default) or ``"pixels"`` and
+            ``"observation"``.
+        frame_skip: GymEnv's ``frame_skip``. Atari: the env's frame skip (ALE
+            frames per step, GymEnv passes it to ALE). Other envs: the action
+            is repeated ``frame_skip`` times (stopping at the end of an
+            episode), rewards summed, the last observation kept, as GymEnv's
+            wrapper does. MuJoCo's own ``frame_skip`` (physics steps per env
+            step) is ``env_options={"frame_skip": k}``.
+        batch_size: GymEnv's ``batch_size``: only the env's own is accepted
+            (``[]``, or ``[num_envs]``).
+        allow_done_after_reset: As for any TorchRL env.
+        spec_locked: As for any TorchRL env.
         observation_dtype: Cast observations to this dtype (e.g.
             ``torch.float32``; what TorchRL's ``DoubleToFloat`` does, without
             the transform).
-        **options: Env options, as for :func:`torchfrag.envs.make`.
+        env_options: Env options whose names ``PoolEnv`` takes for GymEnv's
+            meaning (``frame_skip``).
+        **options: Env options, as for :func:`torchfrag.envs.make`, and
+            GymEnv's other keyword arguments: ``disable_env_checker``,
+            ``render_mode="rgb_array"``, ``num_workers=1``, ``backend="gymnasium"``
+            are accepted; other values are refused by name with what to write
+            instead (:mod:`torchfrag.envs.gymenv_args`).
 
     Example:
         >>> import torch
@@ -302,6 +329,10 @@ class PoolEnv(EnvBase):
         torch.Size([2])
     """
 
+    #: ``frame_skip`` is implemented by :meth:`_pool_step` (TorchRL would otherwise wrap the
+    #: env in a ``FrameSkipTransform``).
+    _has_frame_skip = True
+
     def __init__(
         self,
         env_id: str,
@@ -313,11 +344,34 @@ class PoolEnv(EnvBase):
         info_keys: Sequence[str] | None | str = "default",
         categorical_action_encoding: bool | None = None,
         from_pixels: bool = False,
+        pixels_only: bool = True,
+        frame_skip: int = 1,
+        batch_size: Sequence[int] | torch.Size | None = None,
+        allow_done_after_reset: bool = False,
+        spec_locked: bool = True,
         observation_dtype: torch.dtype | str | None = None,
+        env_options: dict[str, Any] | None = None,
         **options: Any,
     ) -> None:
         device = torch.device(device) if device is not None else torch.device("cpu")
         batched = num_envs is not None
+        init_options = dict(options)  # what pickling passes again
+        take_gymenv_kwargs(env_id, options)
+        check_batch_size(env_id, batch_size, num_envs)
+        if isinstance(frame_skip, bool) or not isinstance(frame_skip, (int, np.integer)) \
+                or frame_skip < 1:
+            raise ValueError(f"PoolEnv({env_id!r}): frame_skip must be an int >= 1, got"
+                             f" {frame_skip!r}")
+        if env_options:
+            options = {**options, **env_options}
+            if "num_threads" in options:  # the pool's own option, as make() takes it among the env's
+                given = options.pop("num_threads")
+                num_threads = given if num_threads is None else num_threads
+        atari = "max_pool" in spec(env_id).options if isinstance(env_id, str) else False
+        if atari and frame_skip != 1:
+            # GymEnv hands frame_skip to ALE (frameskip=): the env's own frame skip.
+            options = {**options, "frame_skip": int(frame_skip)}
+            frame_skip = 1
         if batched and (isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer))
                         or num_envs < 1):
             raise ValueError(f"PoolEnv: num_envs must be a positive int or None (one unbatched"
@@ -343,23 +397,31 @@ class PoolEnv(EnvBase):
             num_threads=num_threads, seed=seed, device=device,
             info_keys=None if info_keys is None else list(info_keys),
             categorical_action_encoding=categorical_action_encoding, from_pixels=from_pixels,
-            observation_dtype=observation_dtype, **options)
-        super().__init__(device=device, batch_size=torch.Size([n] if batched else []))
+            pixels_only=pixels_only, frame_skip=frame_skip,
+            allow_done_after_reset=allow_done_after_reset, spec_locked=spec_locked,
+            observation_dtype=observation_dtype, env_options=env_options, **init_options)
+        super().__init__(device=device, batch_size=torch.Size([n] if batched else []),
+                         allow_done_after_reset=allow_done_after_reset, spec_locked=spec_locked)
         self._pool = EnvPool(env_id, num_envs=n, num_threads=num_threads, seed=seed,
                              autoreset="same_step", **options)
         self.env_id = env_id
         self.num_envs = n
         self.batched = batched
+        self.frame_skip = int(frame_skip)
         self.pool_spec: EnvSpec = self._pool.spec
         obs_space = self.pool_spec.observation_space
-        if from_pixels and len(obs_space.shape) != 3:
-            raise ValueError(f"PoolEnv({env_id!r}): from_pixels=True needs image observations"
-                             f" ([C, H, W], e.g. Atari), this env's are {obs_space.shape}")
+        image_obs = len(obs_space.shape) == 3
+        # Rendered frames for envs whose observations are not images (GymEnv's from_pixels).
+        self._pixels: PixelFrames | None = None
+        if from_pixels and not image_obs:
+            self._pixels = PixelFrames(self._pool, pixels_only, seed)
         self._discrete = isinstance(self.pool_spec.action_space, spaces.Discrete)
         if categorical_action_encoding is None:
             categorical_action_encoding = batched
         self._one_hot = self._discrete and not categorical_action_encoding
-        self._obs_key = "pixels" if from_pixels else "observation"
+        # GymEnv names image observations "pixels" (always for the ALE/ ids).
+        self._obs_key = "pixels" if image_obs and (from_pixels or is_alias(env_id)) \
+            else "observation"
         self._obs_cast = (observation_dtype if observation_dtype is not None
                           and observation_dtype != _torch_dtype(obs_space.dtype) else None)
         self._info_names = resolve_info_keys(self.pool_spec, info_keys)
@@ -415,7 +477,8 @@ class PoolEnv(EnvBase):
     def _fast_paths_ok(self) -> bool:
         """Whether the fused paths may bypass ``_step``/``_reset`` (not overridden by a subclass)."""
         cls = type(self)
-        return cls._step is PoolEnv._step and cls._reset is PoolEnv._reset
+        return (cls._step is PoolEnv._step and cls._reset is PoolEnv._reset
+                and self._pixels is None and self.frame_skip == 1)
 
     @property
     def pool_conventions(self) -> bool:
@@ -433,6 +496,11 @@ class PoolEnv(EnvBase):
         self.observation_spec = observation_spec_from(
             self.pool_spec, n, list(self._info_names.values()), dev,
             observation_key=self._obs_key, observation_dtype=self._obs_cast)
+        if self._pixels is not None:
+            if self._pixels.pixels_only:
+                del self.observation_spec[self._obs_key]
+            self.observation_spec["pixels"] = Unbounded(
+                shape=(*lead, *self._pixels.shape), dtype=torch.uint8, device=dev)
         self.action_spec = action_spec_from(self.pool_spec, n, dev,
                                             categorical=not self._one_hot)
         self.reward_spec = Unbounded(shape=(*lead, 1), dtype=torch.float32, device=dev)
@@ -529,6 +597,8 @@ class PoolEnv(EnvBase):
         writes it under ``"next"`` of the input, and a device mismatch there costs a
         ``TensorDict.to`` on every step (about a third of a CartPole step).
         """
+        if self._pixels is not None and self._pixels.pixels_only:
+            del data[self._obs_key]
         td = TensorDict(data, batch_size=[self.num_envs], device=self.device)
         return td if self.batched else td[0]
 
@@ -556,11 +626,41 @@ class PoolEnv(EnvBase):
                 buf[idx] = info[self._info_names[k]][idx]
         if self._ale_lives is not None:
             self._ale_lives.stepped(info, done)
+        if self._pixels is not None:
+            data["pixels"] = torch.from_numpy(self._pixels.after_step(done))
         return self._finish(data), done
+
+    def _pool_step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                      np.ndarray, dict]:
+        """One step of every env; with ``frame_skip`` > 1, GymEnv's action repeat.
+
+        The action is repeated ``frame_skip`` times, rewards summed, each env
+        stopping at the end of its episode (later repeats step only the envs
+        still running), as GymEnv's wrapper loop does for one env.
+        """
+        obs, rew, term, trunc, info = self._pool.step(actions)
+        if self.frame_skip == 1:
+            return obs, rew, term, trunc, info
+        # The pool's result arrays are reused by its next call: copy them.
+        obs, term, trunc = obs.copy(), term.copy(), trunc.copy()
+        rew = rew.astype(np.float64)
+        info = {k: v.copy() for k, v in info.items()}
+        running = ~(term | trunc)
+        for _ in range(self.frame_skip - 1):
+            ids = np.flatnonzero(running)
+            if not ids.size:
+                break
+            o, r, te, tr, inf = self._pool.step(actions[ids], ids)
+            obs[ids], term[ids], trunc[ids] = o, te, tr
+            rew[ids] += r
+            for k, v in info.items():
+                v[ids] = inf[k]
+            running[ids] = ~(te | tr)
+        return obs, rew, term, trunc, info
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         actions = self._action_array(tensordict.get("action", None))
-        obs, rew, term, trunc, info = self._pool.step(actions)
+        obs, rew, term, trunc, info = self._pool_step(actions)
         td, _ = self._next_td(obs, rew, term, trunc, info)
         return td
 
@@ -571,7 +671,8 @@ class PoolEnv(EnvBase):
             reset = tensordict.get("_reset", None)
             if reset is not None:
                 mask = reset.reshape(n).cpu().numpy()
-                if mask.all():
+                if mask.all() and not self._pending.any():
+                    # (envs the pool already reset are served from that, even all of them)
                     mask = None
         if mask is None:
             obs, info = self._pool.reset()
@@ -581,6 +682,9 @@ class PoolEnv(EnvBase):
             data = {self._obs_key: self._obs_tensor(obs)}
             for k, name in self._info_names.items():
                 data[k] = torch.from_numpy(info[name]).clone()
+            if self._pixels is not None:
+                self._pixels.render_ids(np.arange(n))
+                data["pixels"] = torch.from_numpy(self._pixels.reset_frames.copy())
         else:
             ids = np.flatnonzero(mask)
             real = ids[~self._pending[ids]]
@@ -596,6 +700,9 @@ class PoolEnv(EnvBase):
             data = {self._obs_key: self._obs_tensor(self._reset_obs)}
             for k, buf in self._reset_infos.items():
                 data[k] = torch.from_numpy(buf.copy())
+            if self._pixels is not None:
+                self._pixels.render_ids(real)
+                data["pixels"] = torch.from_numpy(self._pixels.reset_frames.copy())
             if "elapsed_step" in self.info_keys:
                 data["elapsed_step"] = torch.zeros(n, dtype=torch.int32)
         z = torch.zeros((n, 1), dtype=torch.bool)

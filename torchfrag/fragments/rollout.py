@@ -179,6 +179,23 @@ class Rollout(Fragment):
         """The env transforms' state (running observation statistics): updated as the rollout runs."""
         return _flatten_state(_transform_state(self.env))
 
+    def merge_produced_state(self, base: dict[str, torch.Tensor],
+                             replicas: list[dict[str, torch.Tensor]] | Any) -> None:
+        """Folds replicas' env-transform state (all started from ``base``) into this rollout's.
+
+        Counters add up and flags are kept (:func:`~torchfrag.fragments.base.merge_states`);
+        a ``VecNormV2``'s running moments are merged as if the replicas had run one after
+        the other (:func:`merge_running_moments`), not averaged: an average of N replicas'
+        moments moves them by 1/N of what the union of their data does.
+        """
+        if not replicas:
+            return
+        from torchfrag.fragments.base import merge_states
+
+        merged = merge_states(base, replicas)
+        merged.update(merge_running_moments(getattr(self.env, "transform", None), base, replicas))
+        self.load_produced_state(merged)
+
     def load_produced_state(self, state: dict[str, torch.Tensor]) -> None:
         transform = getattr(self.env, "transform", None)
         if transform is None or not state:
@@ -208,6 +225,55 @@ class Rollout(Fragment):
             nxt = batch.get("next")
             self.stats.update(nxt.get("reward"), nxt.get("done"))
         return batch
+
+
+def merge_running_moments(transform: Any, base: dict[str, torch.Tensor],
+                          replicas: Any) -> dict[str, torch.Tensor]:
+    """The exact merge of ``VecNormV2`` moments (``loc``, ``var``) over replicas that started from ``base``.
+
+    A replica that added ``n`` items (its count's increment) to the base moment ``b``:
+    with ``decay < 1`` it holds ``r = decay ** n * b + c``, so running the replicas one after
+    the other gives ``m <- r + decay ** n * (m - b)``; with ``decay == 1`` (means over counts)
+    its items' sum is ``r * (C + n) - C * b`` (``C`` the base count), added to the merged sum.
+    Every replica's contribution is kept whole (an average would keep 1/N of it).
+
+    Example:
+        >>> import torch
+        >>> from torchrl.envs import VecNormV2
+        >>> t = VecNormV2(in_keys=["observation"], decay=1.0)
+        >>> key, count = "_extra_state/loc.-|-.observation", "_extra_state/count.-|-.observation"
+        >>> base = {key: torch.tensor([0.0]), count: torch.tensor(2)}
+        >>> reps = [{key: torch.tensor([1.0]), count: torch.tensor(4)},   # 2 items of mean 2
+        ...         {key: torch.tensor([2.0]), count: torch.tensor(6)}]   # 4 items of mean 3
+        >>> merge_running_moments(t, base, reps)[key]  # (2 * 0 + 2 * 2 + 4 * 3) / 8
+        tensor([2.])
+    """
+    from torchrl.envs import VecNormV2
+
+    if transform is None:
+        return {}
+    out: dict[str, torch.Tensor] = {}
+    for key, b in base.items():
+        head, sep, tail = key.partition("_extra_state/")
+        if not sep or not tail.startswith(("loc.", "var.")) or not b.is_floating_point():
+            continue
+        module = transform.get_submodule(head.rstrip(".")) if head else transform
+        if not isinstance(module, VecNormV2):
+            continue
+        count_key = head + sep + "count." + tail.split(".", 1)[1]
+        if count_key not in base:
+            continue
+        start = base[count_key].double()
+        seen, m, b64 = start, b.double(), b.double()
+        for r in replicas:
+            n = r[count_key].double() - start
+            if module.decay < 1.0:  # the replica kept decay ** n of where it started
+                m = r[key].double() + torch.pow(torch.tensor(float(module.decay), dtype=torch.float64), n) * (m - b64)
+            elif float(seen + n) > 0:  # means over counts: the replica's own items' sum, added
+                m = (seen * m + r[key].double() * (start + n) - start * b64) / (seen + n)
+            seen = seen + n
+        out[key] = m.to(b.dtype)
+    return out
 
 
 def _transform_state(env: Any) -> dict[str, Any]:

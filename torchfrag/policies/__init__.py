@@ -10,6 +10,8 @@ policy                 what runs where
 ``data_parallel``      every rank runs the loop; gradients all-reduced (gloo)
 ``multi_learner``      several learners, each with its own actors; gradients all-reduced
 ``single_device``      everything on one device, networks compiled
+``apex``               actors write to a replay worker; the learner samples from it
+``actor_pools``        several actor pools, each running one rollout on its own envs
 =====================  =========================================================
 
 :func:`torchfrag.runtime.run` executes a graph under a policy;
@@ -39,11 +41,13 @@ from torchfrag.policies.base import (
     load_policy_file,
     register_policy,
 )
+from torchfrag.policies.actor_pools import ActorPoolsPolicy
+from torchfrag.policies.apex import ApexPolicy
 from torchfrag.policies.explain import Crossing, crossings, explain
 from torchfrag.policies.factory import EnvSlice, LoopFactory, PPOFactory
 
 __all__ = [
-    "MAX_WORKERS", "POLICY_CLASSES", "ActorsPolicy", "AsyncActorsPolicy", "CentralInferencePolicy",
+    "MAX_WORKERS", "POLICY_CLASSES", "ActorPoolsPolicy", "ActorsPolicy", "ApexPolicy", "AsyncActorsPolicy", "CentralInferencePolicy",
     "Crossing", "DataParallelPolicy", "EnvSlice", "LocalPolicy", "LoopFactory", "MultiLearnerPolicy", "PPOFactory", "Placement",
     "Policy", "PolicyError", "SingleDevicePolicy", "as_policy", "crossings", "explain",
     "load_policy_file", "register_policy", "register_schemas",

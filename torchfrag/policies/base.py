@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "PolicyError", "Policy", "LocalPolicy", "ActorsPolicy", "AsyncActorsPolicy",
     "CentralInferencePolicy", "DataParallelPolicy", "MultiLearnerPolicy", "SingleDevicePolicy",
-    "Placement", "POLICY_CLASSES", "EXECUTOR_KINDS", "register_policy", "load_policy_file", "rule_matches", "RULE_MATCHERS", "as_policy", "MAX_WORKERS", "is_per_env", "per_env_chain",
+    "Placement", "POLICY_CLASSES", "EXECUTOR_KINDS", "ROLE_EXECUTORS", "register_policy", "load_policy_file", "rule_matches", "RULE_MATCHERS", "as_policy", "MAX_WORKERS", "is_per_env", "per_env_chain",
 ]
 
 #: Every policy by name: the one list (filled by :func:`register_policy`).
@@ -112,6 +112,14 @@ class Policy:
 
     #: Roles this policy knows (subclasses override).
     roles: ClassVar[tuple[str, ...]] = ("learner",)
+    #: The executor kind this policy's placements always need (a policy that brings its own
+    #: executor); empty: the kind follows from the placement's shape (:attr:`Placement.kind`).
+    executor: ClassVar[str] = ""
+    #: Whether the actors' requests stay in flight (the learner takes batches as they arrive).
+    asynchronous: ClassVar[bool] = False
+    #: Whether the ``learner`` role is a group of processes (the driver and learner workers,
+    #: each with actors of its own), even when it has one member.
+    replicated_learner: ClassVar[bool] = False
 
     @property
     def num_workers(self) -> int:
@@ -478,6 +486,7 @@ class AsyncActorsPolicy(ActorsPolicy):
 
     name: str = "async_actors"
     staleness: int = 2
+    asynchronous: ClassVar[bool] = True
     prefetch: int = 1
     batches_per_learn: int | None = None
     base_rules: list[dict[str, Any]] = field(default_factory=shipped("async_actors"))
@@ -645,6 +654,7 @@ class MultiLearnerPolicy(Policy):
     backend: str = "gloo"
     base_rules: list[dict[str, Any]] = field(default_factory=shipped("multi_learner"))
     replicate_envs: bool = False
+    replicated_learner: ClassVar[bool] = True
     roles: ClassVar[tuple[str, ...]] = ("learner", "actor")
 
     @property
@@ -722,8 +732,12 @@ class SingleDevicePolicy(Policy):
         return self.resolved_device()
 
 
+#: A role -> the executor kind that runs a placement in which the role holds nodes (a policy
+#: module that brings a new role with its own executor adds itself here).
+ROLE_EXECUTORS: dict[str, str] = {}
+
 #: Executor kinds, chosen from the shape of a placement (:attr:`Placement.kind`).
-EXECUTOR_KINDS = ("in_process", "replicated_rollout", "async_replicated_rollout", "replicated_learners",
+EXECUTOR_KINDS = ("in_process", "fused", "replicated_rollout", "async_replicated_rollout", "replicated_learners",
                   "env_calls", "replicated_loop")
 
 
@@ -760,22 +774,35 @@ class Placement:
           (each replica, the driver too, runs the loop);
         * ``replicated_rollout`` / ``async_replicated_rollout``: a rollout (and the chain after
           it) on a replicated role, the rest on the driver; async when the policy bounds
-          staleness;
+          :attr:`Policy.asynchronous` is set;
         * ``replicated_learners``: as ``replicated_rollout``, with the learner role itself
-          replicated (the policy declares ``learners``): every learner has its own actors and
-          the learners all-reduce their gradients;
+          replicated (more than one learner process, or a policy that declares
+          :attr:`Policy.replicated_learner`): every learner has its own actors and the learners
+          all-reduce their gradients;
         * ``env_calls``: a rollout's env step placed on workers, its act on the driver;
-        * ``in_process``: everything on the driver.
+        * ``fused``: everything on the driver, moved to a device or compiled;
+        * ``in_process``: everything on the driver, on the CPU;
+        * a role of :data:`ROLE_EXECUTORS` holding nodes (``replay``): that role's executor;
+        * a policy that declares :attr:`Policy.executor` (``actor_pools``): that one, whatever the shape.
+
+        Each kind is run by the class :func:`~torchfrag.runtime.executor.executor_class` returns.
         """
+        if self.policy.executor:
+            return self.policy.executor
+        held = set(self.roles.values())
+        for role, kind in ROLE_EXECUTORS.items():
+            if role in held:
+                return kind
         if self.roles and self._driver_runs_every_node():
             return "replicated_loop"
         if any(self.roles[n] != "learner" for n in self.roles):
-            if getattr(self.policy, "learners", None) is not None:
+            if self.policy.replicated_learner or self.workers("learner") > 1:
                 return "replicated_learners"
-            return ("async_replicated_rollout" if getattr(self.policy, "staleness", None) is not None
-                    else "replicated_rollout")
+            return "async_replicated_rollout" if self.policy.asynchronous else "replicated_rollout"
         if self.env_split:
             return "env_calls"
+        if self.policy.device("learner") != "cpu" or self.policy.compile:
+            return "fused"
         return "in_process"
 
     def _driver_runs_every_node(self) -> bool:

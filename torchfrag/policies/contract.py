@@ -43,29 +43,9 @@ def accepts_env_slice(factory: Any) -> bool:
 
 def first_slice(placement: Placement, total: int) -> Any:
     """The env slice the first worker gets (``None`` when the placement gives workers no slice)."""
-    from torchfrag.policies.factory import EnvSlice
+    from torchfrag.runtime.executor import executor_class
 
-    policy, kind = placement.policy, placement.kind
-    if kind in ("replicated_rollout", "async_replicated_rollout"):
-        per = getattr(policy, "envs_per_actor", None)
-        n = policy.num_workers
-        if per is not None:
-            return EnvSlice(0, int(per), int(per) * n, 0, 1)
-        count = total // n + (1 if total % n else 0)
-        return EnvSlice(0, count, total, 0, 1)
-    if kind == "replicated_learners":  # learner 0's first actor
-        per = getattr(policy, "envs_per_actor", None)
-        k, n_learners = int(policy.actors_per_learner), int(policy.learners)
-        count = int(per) if per is not None else total // k + (1 if total % k else 0)
-        envs = int(per) * k if per is not None else total
-        return EnvSlice(0, count, envs * (1 if policy.replicate_envs else n_learners), 0, n_learners)
-    if kind == "env_calls":
-        n = policy.num_workers
-        count = total // n + (1 if total % n else 0)
-        return EnvSlice(0, count, total, 0, 1)
-    if kind == "replicated_loop" and not getattr(policy, "replicate_envs", False):
-        return EnvSlice(total, total, total * int(getattr(policy, "workers", 1)), 1, 1)
-    return None
+    return executor_class(placement.kind).first_slice(placement, total)
 
 
 def sliced_rollout(placement: Placement) -> str | None:

@@ -150,25 +150,19 @@ def _frames(graph: FragmentGraph, node: str, envs: int | None = None) -> tuple[i
 def crossings(placement: Placement) -> list[Crossing]:
     """The edges of a placed graph that cross processes, with per-iteration sizes.
 
-    Chosen by :attr:`~torchfrag.policies.Placement.kind` (never by the policy's name), so a
+    Those of the executor that :attr:`~torchfrag.policies.Placement.kind` names (never chosen by
+    the policy's name: :meth:`~torchfrag.runtime.executor.Executor.crossings`), so a
     user policy is explained like the shipped ones. A batch leaving the workers is
     counted once, whatever number of fragments consume it. Computed from the specs, the
     state's tensors and deep copies of the fragments: explaining changes no fragment,
     buffer or random stream.
     """
-    kind = placement.kind
-    if kind in ("replicated_rollout", "async_replicated_rollout", "replicated_learners"):
-        return _replicated_rollout_crossings(placement)
-    if kind == "env_calls":
-        return _env_call_crossings(placement)
-    if kind == "replicated_loop":
-        world = placement.workers(next(iter(placement.roles.values())))
-        return [*_gradient_crossings(placement.graph, f"replica[{world}]", world),
-                _replica_outputs(placement.graph, world)]
-    return []
+    from torchfrag.runtime.executor import executor_class
+
+    return executor_class(placement.kind).crossings(placement)
 
 
-def _replica_outputs(graph: FragmentGraph, world: int) -> Crossing:
+def replica_outputs(graph: FragmentGraph, world: int) -> Crossing:
     """Every other replica's output (the loop's metrics) returned to the driver each iteration.
 
     The output's sizes are not in any spec: it is counted as one float32 scalar per key of the
@@ -195,7 +189,7 @@ def _actor_envs(placement: Placement, node: str) -> tuple[int, int]:
     return n_act, envs
 
 
-def _replicated_rollout_crossings(placement: Placement) -> list[Crossing]:
+def replicated_rollout_crossings(placement: Placement) -> list[Crossing]:
     """The actors' batches in, their fragments' state out, the state they produced merged back."""
     policy, graph = placement.policy, placement.graph
     chain = [n for n, r in placement.roles.items() if r != "learner"]
@@ -225,10 +219,42 @@ def _replicated_rollout_crossings(placement: Placement) -> list[Crossing]:
                             "produced state merged back (running statistics)", 0, made,
                             made + n_act * _overhead(produced)))
     out.append(_state_crossing(placement, chain, where, n_act))
-    if placement.kind == "replicated_learners":
-        learners = placement.workers("learner")
-        out.extend(_gradient_crossings(graph, f"learner[{learners}]", learners))
     return out
+
+
+def replay_crossings(placement: Placement) -> list[Crossing]:
+    """Ape-X (``replay``): actors' batches to the replay worker, their rewards and done flags to the
+    learner, the learner's samples from the replay worker, the actors' state out."""
+    from torchfrag.fragments import ReplaySample, ReplayWrite
+    from torchfrag.runtime.comm import nbytes
+
+    graph = placement.graph
+    held = placement.nodes_of("replay")
+    write = next(n for n in held if isinstance(graph.fragment(n), ReplayWrite))
+    sample = next(n for n in held if isinstance(graph.fragment(n), ReplaySample))
+    node = placement.nodes_of("actor")[0]
+    n_act = placement.workers("actor")
+    per_actor = getattr(placement.policy, "envs_per_actor", None)
+    envs, steps = _frames(graph, node, None if per_actor is None else int(per_actor) * n_act)
+    batch, _ = _fake_batch(graph, [node], steps)
+    keys = list(graph.fragment(write).in_keys)
+    written = batch.select(*keys) if keys else batch
+    summary = batch.select(*[k for k in (_REWARD, ("next", "done")) if k in batch.keys(True)])
+    frames = envs * steps
+    to_replay = nbytes(written) * frames // steps
+    to_learner = nbytes(summary) * frames // steps
+    size = int(getattr(graph.fragment(sample), "batch_size", None) or 0)
+    sampled = nbytes(written[:, 0]) * size  # one transition's bytes, times the sample size
+    where = f"actor[{n_act}]"
+    return [
+        Crossing(f"{node}@{where}", f"{write}@replay[1]", "data", "batch (actors write it themselves)",
+                 n_act, to_replay, to_replay + n_act * _overhead(written)),
+        Crossing(f"{node}@{where}", "learner", "data", "rewards + done flags (frame and episode counts)",
+                 n_act, to_learner, to_learner + n_act * _overhead((summary, 0, None, [], 0))),
+        Crossing(f"{sample}@replay[1]", "learner", "data", f"sample of {size} transitions", 1, sampled,
+                 sampled + _overhead(written[:, 0])),
+        _state_crossing(placement, [node], where, n_act),
+    ]
 
 
 def _state_crossing(placement: Placement, chain: list[str], where: str, n_act: int) -> Crossing:
@@ -252,7 +278,7 @@ def _state_crossing(placement: Placement, chain: list[str], where: str, n_act: i
                     0, state * n_act // every, (state + _overhead((packed, 0))) * n_act // every, once)
 
 
-def _env_call_crossings(placement: Placement) -> list[Crossing]:
+def env_call_crossings(placement: Placement) -> list[Crossing]:
     """Per step: the carry with actions out to the env workers, transitions and next carries back."""
     from torchfrag.runtime.comm import nbytes
 
@@ -282,7 +308,7 @@ def _env_call_crossings(placement: Placement) -> list[Crossing]:
     ]
 
 
-def _gradient_crossings(graph: FragmentGraph, where: str, world: int) -> list[Crossing]:
+def gradient_crossings(graph: FragmentGraph, where: str, world: int) -> list[Crossing]:
     """The gradient all-reduce of every fragment that declares gradient sync, over ``world`` ranks.
 
     ``bytes`` are the gradient bytes each rank all-reduces per iteration (what

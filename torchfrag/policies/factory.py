@@ -43,6 +43,8 @@ class EnvSlice:
         total: Envs in the whole run (all workers).
         worker: Index of the worker among the workers of its role.
         rank: Process rank (0: the driver).
+        node: The rollout whose envs these are, when the loop has several rollouts and the
+            policy runs more than one of them on workers (``actor_pools``); ``None`` otherwise.
     """
 
     offset: int
@@ -50,6 +52,7 @@ class EnvSlice:
     total: int
     worker: int = 0
     rank: int = 0
+    node: str | None = None
 
 
 class LoopFactory(Protocol):

@@ -191,7 +191,7 @@ def _shared_with_other_role(owner: Any, role: str, placement: Placement) -> str 
 
 def unsynced_python_state(placement: Placement) -> list[str]:
     """One message per Python-number attribute the placement leaves unsynced (see the module)."""
-    if placement.kind == "in_process":
+    if placement.kind in ("in_process", "fused"):
         return []
     out = []
     for name, role, fragment in _placed_fragments(placement):

@@ -1,4 +1,4 @@
-"""What every RPC executor shares: byte counting, the call/wait helper, the executor state.
+"""What every RPC executor shares: byte counting, the call/wait helper, env splitting.
 
 Example:
     >>> from torchfrag.runtime.comm import CommStats
@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,11 +22,10 @@ from torch import nn
 
 from torchfrag.graph import FragmentGraph
 from torchfrag.runtime.launcher import Cluster, WorkerDied, WorkerError, WorkerTimeout
-from torchfrag.runtime.state_sync import pack_state, rebase
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Calls", "CommStats", "Passthrough", "RpcExecutor", "add_replica_frames", "cat_raw", "envs_of", "graph_module_with",
+__all__ = ["Calls", "CommStats", "Passthrough", "add_replica_frames", "cat_raw", "envs_of", "graph_module_with",
            "nbytes", "split_sizes", "total_envs"]
 
 
@@ -168,114 +167,22 @@ class Passthrough(nn.Module):
         return tensordict
 
 
-@dataclass
-class RpcExecutor:
-    policy: Any
-    graph: FragmentGraph
-    factory: Any
-    cluster: Cluster
-    calls: Calls = None  # type: ignore[assignment]
-    stats: CommStats = field(default_factory=CommStats)
-    version: int = 0
-    synced_version: int = -1
-    actors: list[str] = field(default_factory=list)
-    env_workers: list[str] = field(default_factory=list)
-    lags: list[int] = field(default_factory=list)
-    last_lag: list[int] = field(default_factory=list)
-    dropped: int = 0
-    failed: list[str] = field(default_factory=list)
-    frames_missing: int = 0
-    full_frames: int = 0
-    rollout_node: str | None = None
-    arrival_chain: list[nn.Module] = field(default_factory=list)
-    iteration: int = 0
-    dp_opts: list[tuple[Any, Any]] = field(default_factory=list)
-    state_frags: list[Any] = field(default_factory=list)
-    #: Per replica (``data_parallel``) or learner (``multi_learner``): node -> frames it last reported.
-    replica_frames: list[dict[str, int]] = field(default_factory=list)
-    #: ``reduce(fragment, base)``: merges a fragment's produced state over several learners
-    #: after its own actors' were folded in (``multi_learner``); ``None``: one learner.
-    reduce_produced: Any = None
-
-    def weights_for_sync(self, force: bool = False) -> dict[torch.dtype, torch.Tensor] | None:
-        """The actors' chain state to send with this request (``None``: no sync this iteration).
-
-        The :meth:`~torchfrag.fragments.Fragment.shared_state` of every fragment the actors
-        run, packed into one CPU buffer per dtype (:func:`~torchfrag.runtime.state_sync.pack_state`);
-        built once per version and sent to every actor.
-        """
-        every = int(getattr(self.policy, "sync_every", 1))
-        if self.synced_version == self.version:
-            return None if not force else self._state_cached
-        if not force and self.synced_version >= 0 and self.iteration % every != 0:
-            return None
-        self._state_cached = pack_state([f.shared_state() for f in self.state_frags])
-        self.synced_version = self.version
-        return self._state_cached
-
-    def merge_produced(self, produced: Sequence[list[list[torch.Tensor]]]) -> None:
-        """Folds the actors' produced state (running statistics) into the driver's fragments.
-
-        Args:
-            produced: Per actor, per fragment of the chain, what its run added to the state it
-                started from (:func:`~torchfrag.runtime.state_sync.produced_delta`). Each is
-                rebased on the driver's current state, so every fragment merges replicas that
-                all started from ``base``, whatever version each actor actually held.
-        """
-        if not produced:
-            return
-        for i, frag in enumerate(self.state_frags):
-            base = {k: v.detach().clone() for k, v in frag.produced_state().items()}
-            if not base:
-                continue
-            frag.merge_produced_state(base, [rebase(base, p[i]) for p in produced])
-            if self.reduce_produced is not None:
-                self.reduce_produced(frag, base)
-
-    def account(self, batch: TensorDictBase, reward: torch.Tensor | None = None) -> None:
-        """Frames and episode stats of a gathered batch, kept on the driver's rollout fragment.
-
-        Args:
-            batch: The gathered batch.
-            reward: The rollout's own rewards when the batch's were rescaled on the actors.
-        """
-        if self.rollout_node is None:
-            return
-        ro = self.graph.fragment(self.rollout_node)
-        if hasattr(ro, "frames"):
-            ro.frames += batch.numel()
-        stats = getattr(ro, "stats", None)
-        if stats is not None and batch.ndim == 2 and "next" in batch.keys():
-            nxt = batch.get("next")
-            stats.update(nxt.get("reward") if reward is None else reward, nxt.get("done"))
-
-    def continue_on_failure(self, worker: str, err: WorkerError) -> bool:
-        if getattr(self.policy, "on_failure", "raise") != "continue":
-            return False
-        logger.warning("actor %s failed (%s); continuing with %d actor(s)", worker,
-                       str(err).splitlines()[0], len(self.actors) - 1)
-        if worker in self.actors:
-            self.actors.remove(worker)
-        self.failed.append(worker)
-        if not self.actors:
-            return False
-        return True
-
-
-def add_replica_frames(ex: RpcExecutor, results: Sequence[dict[str, Any]]) -> None:
+def add_replica_frames(graph: FragmentGraph, last: list[dict[str, int]],
+                       results: Sequence[dict[str, Any]]) -> None:
     """Adds the frames other replicas (or learners) collected since their last report to the
     driver's rollouts, each to the rollout of the same node.
 
     Args:
-        ex: The driver's executor; ``ex.replica_frames`` keeps each replica's last totals.
+        graph: The driver's graph.
+        last: Per replica, node -> the total it last reported (kept by the executor, updated here).
         results: One :func:`~torchfrag.runtime.worker._remote_dp_iterate` answer per replica,
             in a fixed replica order; ``"frames"`` maps a node to its running total there.
     """
-    while len(ex.replica_frames) < len(results):
-        ex.replica_frames.append({})
-    for seen, answer in zip(ex.replica_frames, results):
+    while len(last) < len(results):
+        last.append({})
+    for seen, answer in zip(last, results):
         for node, total in answer["frames"].items():
-            frag = ex.graph.fragment(node)
+            frag = graph.fragment(node)
             frag.frames += int(total) - seen.get(node, 0)
             seen[node] = int(total)
 
@@ -285,7 +192,7 @@ def split_sizes(n: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
-def total_envs(ex: RpcExecutor, node: str) -> int:
+def total_envs(ex: Any, node: str) -> int:
     return envs_of(ex.graph, ex.factory, node)
 
 

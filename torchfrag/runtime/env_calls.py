@@ -1,4 +1,4 @@
-"""Executor for ``env_calls`` placements (``central_inference``).
+"""The executor of ``env_calls`` placements (``central_inference``): :class:`EnvCalls`.
 
 The rollout stays on the driver; its env step becomes one call per env worker per step
 (action slice out, transitions in). Actions are sampled on the driver, so the run equals
@@ -13,29 +13,30 @@ never keep statistics of their own.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from tensordict import TensorDictBase
 from torch import nn
 from torchrl.envs.utils import set_exploration_type
 
-from torchfrag.runtime.comm import RpcExecutor, graph_module_with, split_sizes
+from torchfrag.runtime.comm import graph_module_with, split_sizes
+from torchfrag.runtime.executor import RpcExecutor, register_executor
 from torchfrag.runtime.state_sync import pack_state
 from torchfrag.runtime.worker import _remote_env_reset, _remote_env_step, _remote_setup, worker_extra
 
-__all__ = ["prepare_env_calls"]
+__all__ = ["EnvCalls"]
 
 
 class _CentralRollout(nn.Module):
     """The driver's rollout under ``central_inference``: act here, env steps on the env workers."""
 
-    def __init__(self, ex: RpcExecutor, rollout: Any, sizes: list[int]) -> None:
+    def __init__(self, ex: EnvCalls, rollout: Any, sizes: list[int]) -> None:
         super().__init__()
-        self.__dict__["ex"] = ex
-        self.__dict__["rollout"] = rollout
+        self.ex = ex
+        self.__dict__["rollout"] = rollout  # the driver's own fragment: not a submodule of this stub
         self.sizes = sizes
-        self.__dict__["carry"] = None
+        self.carry: TensorDictBase | None = None
 
     def forward(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         ex, ro = self.ex, self.rollout
@@ -62,7 +63,7 @@ class _CentralRollout(nn.Module):
             transition = torch.cat([r[0] for r in results], dim=0)
             carry = torch.cat([r[1] for r in results], dim=0)
             out.append(transition)
-        self.__dict__["carry"] = carry
+        self.carry = carry
         batch = torch.stack(out, dim=ro._time_dim)
         ex.account(batch)
         return batch
@@ -83,7 +84,7 @@ class _CentralAccounting(nn.Module):
     def __init__(self, central: _CentralRollout, rollout: Any) -> None:
         super().__init__()
         self.central = central
-        self.__dict__["rollout"] = rollout
+        self.__dict__["rollout"] = rollout  # the driver's own fragment: not a submodule of this stub
 
     def forward(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         batch = self.central(tensordict)
@@ -95,37 +96,71 @@ class _CentralAccounting(nn.Module):
         return batch
 
 
-def prepare_env_calls(ex: RpcExecutor, placement: Any, replace: dict[str, nn.Module]) -> Any:
-    """Sets the env workers up; returns the driver's placed graph module."""
-    from torchfrag.policies.base import rollout_nodes
-    from torchfrag.policies.factory import EnvSlice
+@register_executor
+class EnvCalls(RpcExecutor):
+    """``env_calls``: a rollout's act on the driver, its env step one call per env worker per step.
 
-    policy, graph, calls = ex.policy, ex.graph, ex.calls
-    workers = ex.cluster.workers
-    extra = worker_extra(ex, placement)
-    name, kind = policy.name, placement.kind
-    node = next(iter(placement.env_split))
-    ex.rollout_node = node
-    ro = graph.fragment(node)
-    total = int(ro.env.batch_size.numel())
-    n = len(workers)
-    if total < n:
+    The driver half is :class:`_CentralRollout` in the rollout's place; the worker half
+    :func:`~torchfrag.runtime.worker._remote_env_step` (and ``_remote_env_reset``); each env
+    worker steps an even slice of the rollout's envs.
+
+    Attributes:
+        env_workers: RPC names of the env workers.
+    """
+
+    kind: ClassVar[str] = "env_calls"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.env_workers: list[str] = []
+
+    @classmethod
+    def crossings(cls, placement: Any) -> list[Any]:
+        from torchfrag.policies.explain import env_call_crossings
+
+        return env_call_crossings(placement)
+
+    @classmethod
+    def first_slice(cls, placement: Any, total: int) -> Any:
+        from torchfrag.policies.factory import EnvSlice
+
+        n = placement.policy.num_workers
+        count = total // n + (1 if total % n else 0)
+        return EnvSlice(0, count, total, 0, 1)
+
+    @classmethod
+    def check(cls, graph: Any, placement: Any, factory: Any) -> None:
         from torchfrag.policies.base import PolicyError
 
-        raise PolicyError(f"policy {name}: {n} env workers but the loop has only {total} envs")
-    sizes = split_sizes(total, n)
-    offsets = [sum(sizes[:i]) for i in range(n)]
-    futs = [calls.call(w, _remote_setup, ex.factory, EnvSlice(o, s, total, i, i + 1), "env", node, None,
-                       extra, timeout=policy.timeout)
-            for i, (w, o, s) in enumerate(zip(workers, offsets, sizes))]
-    calls.wait(futs, workers, count_bytes=False)
-    ex.env_workers = list(workers)
-    ex.state_frags = [ro]
-    central = _CentralRollout(ex, ro, sizes)
-    ex.rollout_node = None  # _CentralRollout accounts itself
-    ex.__dict__["central_rollout"] = node
-    replace[graph.node(node).target] = _CentralAccounting(central, ro)
-    calls.stats.calls = 0
-    calls.stats.bytes_sent = 0
-    calls.stats.bytes_received = 0
-    return graph_module_with(graph, replace)
+        policy = placement.policy
+        nodes = list(placement.env_split)
+        if not nodes:
+            raise PolicyError(f"policy {policy.name} needs a rollout fragment with an env in the loop")
+        total = int(graph.fragment(nodes[0]).env.batch_size.numel())
+        if total < policy.num_workers:
+            raise PolicyError(f"policy {policy.name}: {policy.num_workers} env workers but the loop has only "
+                              f"{total} envs")
+
+    def setup(self, placement: Any, replace: dict[str, nn.Module]) -> Any:
+        """Sets the env workers up; returns the driver's placed graph module."""
+        from torchfrag.policies.factory import EnvSlice
+
+        policy, graph, calls = self.policy, self.graph, self.calls
+        workers = self.cluster.workers
+        extra = worker_extra(self, placement)
+        node = next(iter(placement.env_split))
+        ro = graph.fragment(node)
+        total = int(ro.env.batch_size.numel())
+        n = len(workers)
+        sizes = split_sizes(total, n)
+        offsets = [sum(sizes[:i]) for i in range(n)]
+        futs = [calls.call(w, _remote_setup, self.factory, EnvSlice(o, s, total, i, i + 1), "env", node, None,
+                           extra, timeout=policy.timeout)
+                for i, (w, o, s) in enumerate(zip(workers, offsets, sizes))]
+        calls.wait(futs, workers, count_bytes=False)
+        self.env_workers = list(workers)
+        self.state_frags = [ro]
+        self.rollout_node = None  # _CentralAccounting accounts the rollout's frames itself
+        replace[graph.node(node).target] = _CentralAccounting(_CentralRollout(self, ro, sizes), ro)
+        self.reset_counts()
+        return graph_module_with(graph, replace)

@@ -5,13 +5,15 @@ optimizer steps preceded by an all-reduce of its gradients (its own hook decides
 """
 from __future__ import annotations
 
+import contextlib
+import datetime
 from typing import Any
 
 import torch
 
 from torchfrag.graph import FragmentGraph
 
-__all__ = ["allreduce_mean", "install_gradient_sync"]
+__all__ = ["GradientGroup", "allreduce_mean", "install_gradient_sync"]
 
 
 def allreduce_mean(world: int) -> Any:
@@ -49,3 +51,42 @@ def install_gradient_sync(graph: FragmentGraph, world: int) -> list[tuple[Any, A
         raise PolicyError("data_parallel needs a fragment that owns an optimizer and declares "
                           "gradient sync (Fragment.has_gradient_sync)")
     return out
+
+
+class GradientGroup:
+    """The driver's membership of a gradient all-reduce group (rank 0), owned by one executor.
+
+    Example:
+        >>> from torchfrag.runtime.gradsync import GradientGroup
+        >>> GradientGroup().opts
+        []
+    """
+
+    def __init__(self) -> None:
+        self.opts: list[tuple[Any, Any]] = []
+
+    def join(self, graph: FragmentGraph, backend: str, init_method: str, world: int, timeout: float) -> None:
+        """Joins the process group as rank 0 and installs the gradient sync of the driver's learners."""
+        import torch.distributed as dist
+
+        dist.init_process_group(backend, init_method=init_method, rank=0, world_size=world,
+                                timeout=datetime.timedelta(seconds=timeout))
+        self.opts = install_gradient_sync(graph, world)
+
+    def close(self) -> None:
+        """Leaves the process group; gives the driver's learners their optimizers back."""
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            with contextlib.suppress(Exception):
+                dist.destroy_process_group()
+        for _opt, undo in self.opts:
+            undo()
+
+    def report(self, extra: dict[str, Any], done: int) -> None:
+        """Gradient bytes and all-reduce calls per iteration, into ``extra["comm"]``."""
+        if not self.opts:
+            return
+        opts = [o for o, _ in self.opts if o is not None]
+        extra["comm"]["allreduce_bytes"] = sum(getattr(o, "reduced_bytes", 0) for o in opts) / max(1, done)
+        extra["comm"]["allreduce_calls"] = sum(getattr(o, "reduce_calls", 0) for o in opts) / max(1, done)

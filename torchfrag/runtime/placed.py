@@ -1,8 +1,10 @@
-"""Dispatch of :func:`torchfrag.runtime.run` to the executor a policy needs.
+"""Dispatch of :func:`torchfrag.runtime.run` to the executor of the placement, and the in-process executors.
 
-``local`` runs in process (:mod:`torchfrag.runtime.local`), ``single_device``
-runs in process after moving and compiling, every other policy runs on the
-RPC executor (:mod:`torchfrag.runtime.rpc`).
+The graph is placed once; the placement's :attr:`~torchfrag.policies.Placement.kind` names the
+executor class that runs it (:func:`~torchfrag.runtime.executor.executor_class`). The two that
+run in this process live here: :class:`InProcess` (``local``) and :class:`Fused` (a loop moved
+to one device and compiled: ``single_device``); the others start worker processes
+(:mod:`torchfrag.runtime.rpc`).
 
 Example:
     >>> from torchfrag.runtime.placed import policy_name
@@ -14,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from tensordict import TensorDictBase
@@ -22,10 +24,11 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from torchfrag.graph import FragmentGraph, capture
+from torchfrag.runtime.executor import Executor, executor_class, register_executor
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["run_placed", "policy_name", "on_device", "compile_targets", "is_network"]
+__all__ = ["Fused", "InProcess", "run_placed", "policy_name", "on_device", "compile_targets", "is_network"]
 
 
 def policy_name(policy: Any) -> str:
@@ -42,27 +45,61 @@ def run_placed(loop_or_graph: nn.Module | FragmentGraph, policy: Any, iterations
                hooks: Sequence[Any] | None = None, inputs: Iterable[Any] = (), *,
                in_keys: Sequence[NestedKey] | Mapping[str, Sequence[NestedKey]] | None = None,
                start: int = 0, factory: Any = None) -> Any:
-    """Runs a loop under any non-local policy (see :func:`torchfrag.runtime.run`)."""
+    """Runs a loop under any non-local policy (see :func:`torchfrag.runtime.run`): places it once and
+    runs the placement's executor."""
     from torchfrag.policies import as_policy
     from torchfrag.policies.python_state import warn_unsynced_python_state
-    from torchfrag.runtime.local import run as run_local
     from torchfrag.runtime.rpc import run_policy
 
     pol = as_policy(policy)
     graph = loop_or_graph if isinstance(loop_or_graph, FragmentGraph) else capture(loop_or_graph, in_keys=in_keys)
     placement = pol.place(graph)  # validates everything (devices included) before anything runs
     warn_unsynced_python_state(placement)
-    if placement.kind != "in_process":
-        return run_policy(graph, pol, factory, iterations, hooks or (), tuple(inputs), start)
-    device = pol.device("learner")
-    if device == "cpu" and not pol.compile:
-        result = run_local(graph, "local", iterations, hooks, inputs, start=start)
-    else:
+    cls = executor_class(placement.kind)
+    if cls.runs_in_process:
+        return cls.run(graph, placement, factory, iterations, hooks or (), tuple(inputs), start)
+    return run_policy(graph, pol, factory, iterations, hooks or (), tuple(inputs), start, placement=placement)
+
+
+@register_executor
+class InProcess(Executor):
+    """``in_process``: every fragment in this process, on the CPU (:func:`torchfrag.runtime.local.run`)."""
+
+    kind: ClassVar[str] = "in_process"
+    runs_in_process: ClassVar[bool] = True
+
+    @classmethod
+    def run(cls, graph: FragmentGraph, placement: Any, factory: Any, iterations: int,
+            hooks: Sequence[Any], inputs: Sequence[Any], start: int) -> Any:
+        from torchfrag.runtime.local import run as run_local
+
+        result = run_local(graph, "local", iterations, list(hooks), inputs, start=start)
+        result.extra["device"] = "cpu"
+        result.extra["policy"] = placement.policy.name
+        result.extra["executor"] = cls.kind
+        return result
+
+
+@register_executor
+class Fused(InProcess):
+    """``fused``: the whole loop moved to the learner's device, networks and rollout bodies compiled
+    when the policy asks (:func:`on_device`)."""
+
+    kind: ClassVar[str] = "fused"
+
+    @classmethod
+    def run(cls, graph: FragmentGraph, placement: Any, factory: Any, iterations: int,
+            hooks: Sequence[Any], inputs: Sequence[Any], start: int) -> Any:
+        from torchfrag.runtime.local import run as run_local
+
+        pol = placement.policy
+        device = pol.device("learner")
         with on_device(graph, device, compile=pol.compile, backend=pol.compile_backend):
-            result = run_local(graph, "local", iterations, hooks, inputs, start=start)
-    result.extra["device"] = device
-    result.extra["policy"] = pol.name
-    return result
+            result = run_local(graph, "local", iterations, list(hooks), inputs, start=start)
+        result.extra["device"] = device
+        result.extra["policy"] = pol.name
+        result.extra["executor"] = cls.kind
+        return result
 
 
 class _ToDevice(nn.Module):

@@ -15,22 +15,22 @@ actors are the next ``actors_per_learner`` workers, learner 0's first.
 """
 from __future__ import annotations
 
-import datetime
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import nn
 
-from torchfrag.runtime.comm import Calls, CommStats, RpcExecutor, add_replica_frames, graph_module_with, total_envs
-from torchfrag.runtime.gradsync import install_gradient_sync
+from torchfrag.runtime.comm import add_replica_frames, graph_module_with, total_envs
+from torchfrag.runtime.gradsync import GradientGroup
 from torchfrag.runtime.launcher import Cluster
-from torchfrag.runtime.replicated_rollout import actor_chain, actor_sizes, install_actors, setup_actor
+from torchfrag.runtime.replicated_rollout import ReplicatedRollout, actor_chain, actor_sizes, setup_actor
 from torchfrag.runtime.state_sync import allreduce_produced
+from torchfrag.runtime.executor import register_executor
 from torchfrag.runtime.worker import WORKER, _remote_dp_iterate, _remote_dp_setup, _remote_setup, worker_extra
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["prepare_replicated_learners", "finish_learners_iteration", "learner_layout", "reduce_produced"]
+__all__ = ["LearnerActors", "ReplicatedLearners", "learner_layout"]
 
 
 def learner_layout(workers: list[str], learners: int, actors_per_learner: int
@@ -47,53 +47,18 @@ def learner_layout(workers: list[str], learners: int, actors_per_learner: int
     return workers[:first], groups
 
 
-def reduce_produced(frag: Any, base: dict[str, Any]) -> None:
-    """Merges a fragment's produced state (running statistics) over the learners' process group.
+class LearnerActors(ReplicatedRollout):
+    """A learner worker's own half: its actors called as under ``replicated_rollout``, the
+    state they produce merged over the learners too.
 
     Every learner starts the iteration from the same state ``base`` (the previous merge) and
-    has folded its own actors' state in (:func:`~torchfrag.runtime.state_sync.allreduce_produced`).
+    has folded its own actors' state in before :func:`~torchfrag.runtime.state_sync.allreduce_produced`.
     """
-    allreduce_produced(frag, base)
 
+    kind: ClassVar[str] = "learner_actors"
 
-class _LearnersIteration:
-    """One iteration: the learner workers start theirs, the driver runs its own placed loop."""
-
-    def __init__(self, ex: RpcExecutor, placed: nn.Module, learners: list[str]) -> None:
-        self.ex, self.placed, self.learners = ex, placed, learners
-
-    def __call__(self, *args: Any) -> Any:
-        ex = self.ex
-        futs = [ex.calls.call(w, _remote_dp_iterate, ex.iteration) for w in self.learners]
-        ex.__dict__["learner_futs"] = (futs, self.learners)
-        try:
-            return self.placed(*args)
-        except Exception:
-            # A learner that failed (its actor raised, say) leaves this one in the all-reduce
-            # until the process group's timeout: report the failure itself, not the timeout.
-            for fut, worker in zip(futs, self.learners):
-                if fut.done():
-                    ex.calls.wait_one(fut, worker, count_bytes=False)
-            raise
-
-
-def finish_learners_iteration(ex: RpcExecutor, out: Any) -> Any:
-    """Waits for the learner workers' iteration; counts their frames and actor traffic.
-
-    Every learner's output of the iteration (the driver's first) is kept in
-    ``ex.learner_outputs`` (``RunResult.extra["learner_outputs"]`` after the run); the
-    driver's output is returned unchanged.
-    """
-    futs, learners = ex.__dict__.pop("learner_futs", ([], []))
-    results = ex.calls.wait(futs, learners, count_bytes=False)
-    add_replica_frames(ex, results)
-    for r in results:
-        comm = r.get("comm") or {}
-        ex.stats.bytes_sent += int(comm.get("sent", 0))
-        ex.stats.bytes_received += int(comm.get("received", 0))
-        ex.stats.calls += int(comm.get("calls", 0))
-    ex.__dict__["learner_outputs"] = [out, *[r["metrics"] for r in results]]
-    return out
+    def reduce_produced(self, frag: Any, base: dict[str, Any]) -> None:
+        allreduce_produced(frag, base)
 
 
 def _remote_learner_setup(policy: Any, chain: list[str], actors: list[str], envs: int) -> bool:
@@ -101,63 +66,137 @@ def _remote_learner_setup(policy: Any, chain: list[str], actors: list[str], envs
     graph = WORKER["graph"]
     # A view of the RPC world with no processes of its own: waits are bounded by the timeout.
     cluster = Cluster(0, timeout=policy.timeout, addr=policy.master_addr)
-    stats = CommStats()
-    ex = RpcExecutor(policy, graph, None, cluster, Calls(cluster, policy.timeout, stats), stats)
+    ex = LearnerActors(policy, graph, None, cluster)
     replace: dict[str, nn.Module] = {}
-    install_actors(ex, chain, actors, envs, "replicated_rollout", replace)
-    ex.reduce_produced = reduce_produced
+    ex.install(chain, actors, envs, replace)
     WORKER["placed"] = graph_module_with(graph, replace)
     WORKER["executor"] = ex
     return True
 
 
-def prepare_replicated_learners(ex: RpcExecutor, placement: Any, replace: dict[str, nn.Module]) -> Any:
-    """Sets up the learner workers, every learner's actors and the learners' process group."""
-    from torchfrag.policies.factory import EnvSlice
+@register_executor
+class ReplicatedLearners(LearnerActors):
+    """``replicated_learners``: several learners (the driver is learner 0), each with its own actors.
 
-    policy, graph, calls = ex.policy, ex.graph, ex.calls
-    workers = ex.cluster.workers
-    n_learners, per = int(policy.learners), int(policy.actors_per_learner)
-    learners, groups = learner_layout(workers, n_learners, per)
-    chain = actor_chain(placement)
-    sizes = actor_sizes(ex, chain[0], per)
-    envs = sum(sizes)  # one learner's envs
-    offsets = [sum(sizes[:i]) for i in range(per)]
-    replicate = bool(policy.replicate_envs)
-    loop_envs = total_envs(ex, chain[0])
-    all_envs = envs if replicate else envs * n_learners
-    actor_extra = worker_extra(ex, placement)
-    learner_extra = {**actor_extra, "device": policy.device("learner")}
-    futs, who = [], []
-    for r, w in enumerate(learners, start=1):
-        sl = None if replicate else EnvSlice(r * loop_envs, loop_envs, loop_envs * n_learners, r, r)
-        futs.append(calls.call(w, _remote_setup, ex.factory, sl, "replica", None, None if replicate else r,
-                               learner_extra, timeout=policy.timeout))
-        who.append(w)
-    for r, group in enumerate(groups):
-        base = 0 if replicate else r * envs
-        for i, w in enumerate(group):
-            index = i if replicate else r * per + i  # actor index among all actors: its seed
-            sl = EnvSlice(base + offsets[i], sizes[i], all_envs, index, workers.index(w) + 1)
-            futs.append(setup_actor(ex, w, chain, sl, index + 1, actor_extra))
+    The driver half is :class:`LearnerActors`' stub for the driver's own actors plus one
+    :func:`~torchfrag.runtime.worker._remote_dp_iterate` call per learner worker per iteration;
+    the learners all-reduce their gradients (:class:`~torchfrag.runtime.gradsync.GradientGroup`).
+    Learner ``r`` owns global envs ``r*num_envs ... (r+1)*num_envs - 1``, split over its actors.
+    """
+
+    kind: ClassVar[str] = "replicated_learners"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.group = GradientGroup()
+        self.replica_frames: list[dict[str, int]] = []
+        self.learners: list[str] = []
+        self.learner_outputs: list[Any] = []
+        self._futs: list[Any] = []
+        self._placed: nn.Module | None = None
+
+    @classmethod
+    def crossings(cls, placement: Any) -> list[Any]:
+        from torchfrag.policies.explain import gradient_crossings, replicated_rollout_crossings
+
+        learners = placement.workers("learner")
+        return [*replicated_rollout_crossings(placement),
+                *gradient_crossings(placement.graph, f"learner[{learners}]", learners)]
+
+    @classmethod
+    def first_slice(cls, placement: Any, total: int) -> Any:
+        """Learner 0's first actor's slice."""
+        from torchfrag.policies.factory import EnvSlice
+
+        policy = placement.policy
+        per = getattr(policy, "envs_per_actor", None)
+        k, n_learners = int(policy.actors_per_learner), int(policy.learners)
+        count = int(per) if per is not None else total // k + (1 if total % k else 0)
+        envs = int(per) * k if per is not None else total
+        return EnvSlice(0, count, envs * (1 if policy.replicate_envs else n_learners), 0, n_learners)
+
+    def setup(self, placement: Any, replace: dict[str, nn.Module]) -> Any:
+        """Sets up the learner workers, every learner's actors and the learners' process group."""
+        from torchfrag.policies.factory import EnvSlice
+
+        policy, calls = self.policy, self.calls
+        workers = self.cluster.workers
+        n_learners, per = int(policy.learners), int(policy.actors_per_learner)
+        learners, groups = learner_layout(workers, n_learners, per)
+        chain = actor_chain(placement)
+        sizes = actor_sizes(self, chain[0], per)
+        envs = sum(sizes)  # one learner's envs
+        offsets = [sum(sizes[:i]) for i in range(per)]
+        replicate = bool(policy.replicate_envs)
+        loop_envs = total_envs(self, chain[0])
+        all_envs = envs if replicate else envs * n_learners
+        actor_extra = worker_extra(self, placement)
+        learner_extra = {**actor_extra, "device": policy.device("learner")}
+        futs, who = [], []
+        for r, w in enumerate(learners, start=1):
+            sl = None if replicate else EnvSlice(r * loop_envs, loop_envs, loop_envs * n_learners, r, r)
+            futs.append(calls.call(w, _remote_setup, self.factory, sl, "replica", None, None if replicate else r,
+                                   learner_extra, timeout=policy.timeout))
             who.append(w)
-    calls.wait(futs, who, count_bytes=False)
-    futs = [calls.call(w, _remote_learner_setup, policy, chain, groups[r], envs, timeout=policy.timeout)
-            for r, w in enumerate(learners, start=1)]
-    calls.wait(futs, learners, count_bytes=False)
-    install_actors(ex, chain, groups[0], envs, "replicated_rollout", replace)
-    ex.reduce_produced = reduce_produced
-    # The learners' own process group (the actors are not in it).
-    pg_init = ex.cluster.process_group_init("learners_group")
-    futs = [calls.call(w, _remote_dp_setup, r, n_learners, pg_init, policy.backend, policy.timeout)
-            for r, w in enumerate(learners, start=1)]
-    import torch.distributed as dist
+        for r, group in enumerate(groups):
+            base = 0 if replicate else r * envs
+            for i, w in enumerate(group):
+                index = i if replicate else r * per + i  # actor index among all actors: its seed
+                sl = EnvSlice(base + offsets[i], sizes[i], all_envs, index, workers.index(w) + 1)
+                futs.append(setup_actor(self, w, chain, sl, index + 1, actor_extra))
+                who.append(w)
+        calls.wait(futs, who, count_bytes=False)
+        futs = [calls.call(w, _remote_learner_setup, policy, chain, groups[r], envs, timeout=policy.timeout)
+                for r, w in enumerate(learners, start=1)]
+        calls.wait(futs, learners, count_bytes=False)
+        self.install(chain, groups[0], envs, replace)
+        # The learners' own process group (the actors are not in it).
+        pg_init = self.cluster.process_group_init("learners_group")
+        futs = [calls.call(w, _remote_dp_setup, r, n_learners, pg_init, policy.backend, policy.timeout)
+                for r, w in enumerate(learners, start=1)]
+        self.group.join(self.graph, policy.backend, pg_init, n_learners, policy.timeout)
+        calls.wait(futs, learners, count_bytes=False)
+        self.reset_counts()
+        self.learners = learners
+        self._placed = graph_module_with(self.graph, replace)
+        return self._iterate
 
-    dist.init_process_group(policy.backend, init_method=pg_init, rank=0, world_size=n_learners,
-                            timeout=datetime.timedelta(seconds=policy.timeout))
-    ex.dp_opts = install_gradient_sync(graph, n_learners)
-    calls.wait(futs, learners, count_bytes=False)
-    calls.stats.calls = 0
-    calls.stats.bytes_sent = 0
-    calls.stats.bytes_received = 0
-    return _LearnersIteration(ex, graph_module_with(graph, replace), learners)
+    def _iterate(self, *args: Any) -> Any:
+        """One iteration: the learner workers start theirs, the driver runs its own placed loop."""
+        futs = [self.calls.call(w, _remote_dp_iterate, self.iteration) for w in self.learners]
+        self._futs = futs
+        try:
+            return self._placed(*args)
+        except Exception:
+            # A learner that failed (its actor raised, say) leaves this one in the all-reduce
+            # until the process group's timeout: report the failure itself, not the timeout.
+            for fut, worker in zip(futs, self.learners):
+                if fut.done():
+                    self.calls.wait_one(fut, worker, count_bytes=False)
+            raise
+
+    def finish(self, out: Any) -> Any:
+        """Waits for the learner workers' iteration; counts their frames and actor traffic.
+
+        Every learner's output of the iteration (the driver's first) is kept in
+        ``learner_outputs`` (``RunResult.extra["learner_outputs"]`` after the run); the
+        driver's output is returned unchanged.
+        """
+        futs, self._futs = self._futs, []
+        results = self.calls.wait(futs, self.learners, count_bytes=False)
+        add_replica_frames(self.graph, self.replica_frames, results)
+        for r in results:
+            comm = r.get("comm") or {}
+            self.stats.bytes_sent += int(comm.get("sent", 0))
+            self.stats.bytes_received += int(comm.get("received", 0))
+            self.stats.calls += int(comm.get("calls", 0))
+        self.learner_outputs = [out, *[r["metrics"] for r in results]]
+        return out
+
+    def close(self) -> None:
+        self.group.close()
+
+    def report(self, extra: dict[str, Any], done: int) -> None:
+        if self.learner_outputs:
+            extra["learner_outputs"] = self.learner_outputs
+        self.group.report(extra, done)

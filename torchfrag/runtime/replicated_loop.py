@@ -8,74 +8,93 @@ the next one from the same statistics.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import nn
 
-from torchfrag.runtime.comm import RpcExecutor, add_replica_frames, total_envs
-from torchfrag.runtime.gradsync import install_gradient_sync
-from torchfrag.runtime.worker import (_remote_dp_iterate, _remote_dp_setup, _remote_setup, run_replica_iteration,
-                                     worker_extra)
+from torchfrag.runtime.comm import add_replica_frames, total_envs
+from torchfrag.runtime.executor import RpcExecutor, register_executor
+from torchfrag.runtime.gradsync import GradientGroup
+from torchfrag.runtime.worker import _remote_dp_iterate, _remote_dp_setup, _remote_setup, run_replica_iteration, worker_extra
 
-__all__ = ["prepare_replicated_loop", "finish_iteration"]
-
-
-class _DPIteration:
-    def __init__(self, ex: RpcExecutor) -> None:
-        self.ex = ex
-
-    def __call__(self, *args: Any) -> Any:
-        ex = self.ex
-        futs = [ex.calls.call(w, _remote_dp_iterate) for w in ex.cluster.workers]
-        ex.__dict__["dp_futs"] = futs
-        return run_replica_iteration(ex.graph, ex.__dict__["dp_fn"], *args)
+__all__ = ["ReplicatedLoop"]
 
 
-def _dp_finish(ex: RpcExecutor, out: Any) -> Any:
-    futs = ex.__dict__.pop("dp_futs", [])
-    results = ex.calls.wait(futs, ex.cluster.workers)
-    add_replica_frames(ex, results)
-    return out
+@register_executor
+class ReplicatedLoop(RpcExecutor):
+    """``replicated_loop``: every rank (the driver is rank 0) runs the whole loop on its own envs.
 
-finish_iteration = _dp_finish
+    The worker half is :func:`~torchfrag.runtime.worker._remote_dp_iterate`; replica ``r``
+    owns global envs ``r*num_envs ...`` (or the same envs, ``replicate_envs``); gradients are
+    all-reduced in a process group of the replicas (:class:`~torchfrag.runtime.gradsync.GradientGroup`).
+    """
 
+    kind: ClassVar[str] = "replicated_loop"
+    driver_role: ClassVar[str] = "replica"
 
-def prepare_replicated_loop(ex: RpcExecutor, placement: Any, replace: dict[str, nn.Module]) -> Any:
-    """Starts the process group; returns the per-iteration callable."""
-    from torchfrag.policies.base import rollout_nodes
-    from torchfrag.policies.factory import EnvSlice
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.group = GradientGroup()
+        self.replica_frames: list[dict[str, int]] = []
+        self._futs: list[Any] = []
 
-    policy, graph, calls = ex.policy, ex.graph, ex.calls
-    workers = ex.cluster.workers
-    extra = worker_extra(ex, placement)
-    name, kind = policy.name, placement.kind
+    @classmethod
+    def crossings(cls, placement: Any) -> list[Any]:
+        from torchfrag.policies.explain import gradient_crossings, replica_outputs
 
-    world = policy.workers
-    found = rollout_nodes(graph)
-    ex.rollout_node = found[0] if found else None
-    total = total_envs(ex, found[0]) if found else 0
-    pg_init = ex.cluster.process_group_init("process_group")
-    futs = []
-    for i, w in enumerate(workers):
-        rank = i + 1
-        if policy.replicate_envs or not found:
-            sl, seed_off = None, None
-        else:
-            sl, seed_off = EnvSlice(rank * total, total, total * world, rank, rank), rank
-        futs.append(calls.call(w, _remote_setup, ex.factory, sl, "replica", None, seed_off, extra,
-                               timeout=policy.timeout))
-    calls.wait(futs, workers, count_bytes=False)
-    futs = [calls.call(w, _remote_dp_setup, i + 1, world, pg_init, policy.backend,
-                       policy.timeout) for i, w in enumerate(workers)]
-    import datetime
+        world = placement.workers(next(iter(placement.roles.values())))
+        return [*gradient_crossings(placement.graph, f"replica[{world}]", world),
+                replica_outputs(placement.graph, world)]
 
-    import torch.distributed as dist
+    @classmethod
+    def first_slice(cls, placement: Any, total: int) -> Any:
+        from torchfrag.policies.factory import EnvSlice
 
-    dist.init_process_group(policy.backend, init_method=pg_init, rank=0,
-                            world_size=world, timeout=datetime.timedelta(seconds=policy.timeout))
-    ex.dp_opts = install_gradient_sync(graph, world)
-    calls.wait(futs, workers, count_bytes=False)
-    calls.stats.calls = 0
-    calls.stats.bytes_sent = 0
-    ex.__dict__["dp_fn"] = graph.module
-    return _DPIteration(ex)
+        if getattr(placement.policy, "replicate_envs", False):
+            return None
+        return EnvSlice(total, total, total * int(getattr(placement.policy, "workers", 1)), 1, 1)
+
+    def setup(self, placement: Any, replace: dict[str, nn.Module]) -> Any:
+        """Starts the replicas and the process group; returns the per-iteration callable."""
+        from torchfrag.policies.base import rollout_nodes
+        from torchfrag.policies.factory import EnvSlice
+
+        policy, graph, calls = self.policy, self.graph, self.calls
+        workers = self.cluster.workers
+        extra = worker_extra(self, placement)
+        world = policy.workers
+        found = rollout_nodes(graph)
+        self.rollout_node = found[0] if found else None
+        total = total_envs(self, found[0]) if found else 0
+        pg_init = self.cluster.process_group_init("process_group")
+        futs = []
+        for i, w in enumerate(workers):
+            rank = i + 1
+            if policy.replicate_envs or not found:
+                sl, seed_off = None, None
+            else:
+                sl, seed_off = EnvSlice(rank * total, total, total * world, rank, rank), rank
+            futs.append(calls.call(w, _remote_setup, self.factory, sl, "replica", None, seed_off, extra,
+                                   timeout=policy.timeout))
+        calls.wait(futs, workers, count_bytes=False)
+        futs = [calls.call(w, _remote_dp_setup, i + 1, world, pg_init, policy.backend,
+                           policy.timeout) for i, w in enumerate(workers)]
+        self.group.join(graph, policy.backend, pg_init, world, policy.timeout)
+        calls.wait(futs, workers, count_bytes=False)
+        self.reset_counts()
+        return self._iterate
+
+    def _iterate(self, *args: Any) -> Any:
+        self._futs = [self.calls.call(w, _remote_dp_iterate) for w in self.cluster.workers]
+        return run_replica_iteration(self.graph, self.graph.module, *args)
+
+    def finish(self, out: Any) -> Any:
+        futs, self._futs = self._futs, []
+        add_replica_frames(self.graph, self.replica_frames, self.calls.wait(futs, self.cluster.workers))
+        return out
+
+    def close(self) -> None:
+        self.group.close()
+
+    def report(self, extra: dict[str, Any], done: int) -> None:
+        self.group.report(extra, done)

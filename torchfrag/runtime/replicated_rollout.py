@@ -1,4 +1,4 @@
-"""Executor for ``replicated_rollout`` placements (``actors``, ``async_actors``).
+"""Executors for ``replicated_rollout`` / ``async_replicated_rollout`` placements (``actors``, ``async_actors``).
 
 One rollout (and the chain of fragments placed with it) runs on every actor, each over its
 slice of the envs; the driver runs the rest of the loop with a stub in the rollout's place.
@@ -14,36 +14,36 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from torchfrag.runtime.comm import (Passthrough, RpcExecutor, cat_raw, graph_module_with, split_sizes,
-                                    total_envs)
+from torchfrag.runtime.comm import Passthrough, cat_raw, graph_module_with, split_sizes, total_envs
+from torchfrag.runtime.executor import RpcExecutor, continue_on_failure, register_executor
 from torchfrag.runtime.launcher import WorkerError, WorkerTimeout
 from torchfrag.runtime.worker import REWARD as _REWARD
 from torchfrag.runtime.worker import _remote_rollout, _remote_setup, worker_extra
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["actor_chain", "actor_sizes", "install_actors", "prepare_replicated_rollout", "setup_actor"]
+__all__ = ["AsyncReplicatedRollout", "ReplicatedRollout", "actor_chain", "actor_sizes", "setup_actor"]
 
 
 class _ActorsStub(nn.Module):
     """Stands in for the rollout fragment under ``actors``: one RPC per actor per iteration."""
 
-    def __init__(self, ex: RpcExecutor, node: str) -> None:
+    def __init__(self, ex: ReplicatedRollout, node: str) -> None:
         super().__init__()
-        self.__dict__["ex"] = ex
+        self.ex = ex
         self.node = node
 
     def forward(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         ex = self.ex
         weights = ex.weights_for_sync()
         actors = list(ex.actors)
-        futs = [ex.calls.call(w, _remote_rollout, weights, ex.version) for w in actors]
+        futs = [ex.request(w, weights) for w in actors]
         arrived: queue.SimpleQueue[int] = queue.SimpleQueue()
         for j, f in enumerate(futs):
             f.add_done_callback(lambda _f, j=j: arrived.put(j))
@@ -58,7 +58,7 @@ class _ActorsStub(nn.Module):
             try:
                 batch, _, raw, made = ex.calls.wait_one(futs[j], actors[j])
             except WorkerError as err:
-                if not ex.continue_on_failure(actors[j], err):
+                if not continue_on_failure(ex, ex.actors, actors[j], err):
                     raise
                 continue
             produced.append(made)
@@ -108,18 +108,18 @@ def _run_chain(chain: Sequence[nn.Module], batch: TensorDictBase,
 class _AsyncActorsStub(nn.Module):
     """Stands in for the rollout fragment under ``async_actors``: requests stay in flight."""
 
-    def __init__(self, ex: RpcExecutor, node: str) -> None:
+    def __init__(self, ex: AsyncReplicatedRollout, node: str) -> None:
         super().__init__()
-        self.__dict__["ex"] = ex
+        self.ex = ex
         self.node = node
-        self.__dict__["inflight"] = []  # (future, worker, version)
-        self.__dict__["ready"] = deque()
-        self.__dict__["cv"] = threading.Condition()
+        self.ready: deque[tuple[Any, str]] = deque()
+        self.cv = threading.Condition()
+        self.started = False
 
     def _issue(self, worker: str) -> None:
         ex = self.ex
         weights = ex.weights_for_sync(force=True)
-        fut = ex.calls.call(worker, _remote_rollout, weights, ex.version)
+        fut = ex.request(worker, weights)
         entry = (fut, worker)
 
         def done(_f: Any, entry: Any = entry) -> None:
@@ -147,8 +147,8 @@ class _AsyncActorsStub(nn.Module):
 
     def forward(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         ex = self.ex
-        if not self.__dict__.get("started"):
-            self.__dict__["started"] = True
+        if not self.started:
+            self.started = True
             self.start()
         need = int(ex.policy.batches_per_learn or len(ex.actors))
         batches, lags, raws, produced = [], [], [], []
@@ -157,7 +157,7 @@ class _AsyncActorsStub(nn.Module):
             try:
                 batch, version, raw, made = ex.calls.wait_one(fut, worker)
             except WorkerError as err:
-                if not ex.continue_on_failure(worker, err):
+                if not continue_on_failure(ex, ex.actors, worker, err):
                     raise
                 need = min(need, len(ex.actors)) if ex.actors else need
                 continue
@@ -190,7 +190,7 @@ def actor_chain(placement: Any) -> list[str]:
     return chain
 
 
-def actor_sizes(ex: RpcExecutor, node: str, actors: int) -> list[int]:
+def actor_sizes(ex: Any, node: str, actors: int) -> list[int]:
     """Envs of each of ``actors`` actors: ``policy.envs_per_actor`` each, or the loop's envs split."""
     policy = ex.policy
     if getattr(policy, "envs_per_actor", None) is not None:
@@ -203,66 +203,170 @@ def actor_sizes(ex: RpcExecutor, node: str, actors: int) -> list[int]:
     return split_sizes(total, actors)
 
 
-def setup_actor(ex: RpcExecutor, worker: str, chain: list[str], env_slice: Any, seed_offset: int,
+def setup_actor(ex: Any, worker: str, chain: list[str], env_slice: Any, seed_offset: int,
                 extra: dict[str, Any]) -> Any:
     """Asks ``worker`` to build its loop for ``env_slice`` and keep ``chain``; returns the future."""
     return ex.calls.call(worker, _remote_setup, ex.factory, env_slice, "actor", chain, seed_offset, extra,
                          timeout=ex.policy.timeout)
 
 
-def install_actors(ex: RpcExecutor, chain: list[str], actors: list[str], envs: int, kind: str,
-                   replace: dict[str, nn.Module]) -> None:
-    """Puts the stub that calls ``actors`` in the rollout's place (and passthroughs for its chain).
+@register_executor
+class ReplicatedRollout(RpcExecutor):
+    """``replicated_rollout``: a rollout (and the chain placed with it) on every actor, the rest here.
 
-    Args:
-        ex: The executor of this learner (the driver's, or a learner replica's).
-        chain: The nodes on the actors (the rollout first).
-        actors: RPC names of this learner's actors (already set up).
-        envs: Envs over all of them (frames per iteration: ``envs * steps``).
-        kind: ``replicated_rollout`` or ``async_replicated_rollout``.
-        replace: Fragment target -> stand-in, filled here.
+    The driver half is a stub in the rollout's place (one RPC per actor per iteration), the
+    worker half :func:`~torchfrag.runtime.worker._remote_rollout`; the actors' fragments'
+    state travels with the request every ``sync_every`` iterations and what they produce is
+    merged back. Each actor steps its slice of the envs (:func:`actor_sizes`).
+
+    Attributes:
+        actors: RPC names of the actors still in the run.
+        full_frames: Frames one iteration collects with every actor answering.
+        arrival_chain: Per-env fragments run on each actor's batch as it arrives
+            (``advantage="on_arrival"``).
     """
-    from torchfrag.policies.base import rollout_nodes
 
-    policy, graph = ex.policy, ex.graph
-    node = chain[0]
-    ex.rollout_node = node if node in rollout_nodes(graph) else None
-    ex.actors = list(actors)
-    ex.state_frags = [graph.fragment(n) for n in chain]
-    steps = getattr(graph.fragment(node), "steps", None)
-    ex.full_frames = int(steps) * envs if isinstance(steps, int) else 0
-    stub = _ActorsStub(ex, node) if kind != "async_replicated_rollout" else _AsyncActorsStub(ex, node)
-    replace[graph.node(node).target] = stub
-    for other in chain[1:]:  # ran on the actors: the stub's batch already went through them
-        replace[graph.node(other).target] = Passthrough()
-    if kind != "async_replicated_rollout" and getattr(policy, "advantage", "learner") == "on_arrival":
-        # The per-env fragments left on the learner right after the actors' chain run on
-        # each actor's batch as it arrives (in the stub), not on the gathered batch.
-        from torchfrag.policies.base import per_env_chain
+    kind: ClassVar[str] = "replicated_rollout"
+    #: The stub class that stands in for the rollout on the driver.
+    stub: ClassVar[type[nn.Module]] = _ActorsStub
 
-        following = per_env_chain(graph, node)
-        if following[:len(chain) - 1] == chain[1:]:
-            rest = following[len(chain) - 1:]
-            ex.arrival_chain = [graph.fragment(n) for n in rest]
-            for other in rest:
-                replace[graph.node(other).target] = Passthrough()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.actors: list[str] = []
+        self.full_frames = 0
+        self.arrival_chain: list[nn.Module] = []
+
+    @classmethod
+    def crossings(cls, placement: Any) -> list[Any]:
+        from torchfrag.policies.explain import replicated_rollout_crossings
+
+        return replicated_rollout_crossings(placement)
+
+    @classmethod
+    def first_slice(cls, placement: Any, total: int) -> Any:
+        from torchfrag.policies.factory import EnvSlice
+
+        per = getattr(placement.policy, "envs_per_actor", None)
+        n = placement.policy.num_workers
+        if per is not None:
+            return EnvSlice(0, int(per), int(per) * n, 0, 1)
+        count = total // n + (1 if total % n else 0)
+        return EnvSlice(0, count, total, 0, 1)
+
+    @classmethod
+    def check(cls, graph: Any, placement: Any, factory: Any) -> None:
+        from torchfrag.policies.base import PolicyError, rollout_nodes
+        from torchfrag.runtime.comm import envs_of
+
+        policy = placement.policy
+        nodes = [n for n, r in placement.roles.items() if r != "learner"]
+        if not nodes or nodes[0] not in rollout_nodes(graph):
+            raise PolicyError(f"policy {policy.name} places {nodes} on the actors; a rollout fragment "
+                              "(and the chain after it) is needed")
+        if getattr(policy, "envs_per_actor", None) is None:
+            total = envs_of(graph, factory, nodes[0])
+            # every learner splits the loop's envs over its own actors
+            actors = placement.workers(placement.roles[nodes[0]]) // max(1, placement.workers("learner"))
+            if total < actors:
+                raise PolicyError(f"policy {policy.name}: {actors} actors per learner but the loop has only "
+                                  f"{total} envs (set policy.envs_per_actor or use fewer actors)")
+
+    def setup(self, placement: Any, replace: dict[str, nn.Module]) -> Any:
+        """Sets the actors up; returns the driver's placed graph module."""
+        self.start_actors(placement, self.cluster.workers, replace)
+        self.reset_counts()
+        return graph_module_with(self.graph, replace)
+
+    def start_actors(self, placement: Any, workers: list[str], replace: dict[str, nn.Module],
+                     seed_base: int = 0, name_slices: bool = False) -> None:
+        """Sets ``workers`` up as this executor's actors; puts their stub in ``replace``.
+
+        Args:
+            placement: The placement (its ``actor`` role holds the chain).
+            workers: RPC names of the actors.
+            replace: Fragment target -> stand-in, filled here.
+            seed_base: Added to every actor's seed offset (actors of other pools come first).
+            name_slices: Name the rollout in every env slice (several rollouts are sliced).
+        """
+        from torchfrag.policies.factory import EnvSlice
+
+        extra = worker_extra(self, placement)
+        chain = actor_chain(placement)
+        sizes = actor_sizes(self, chain[0], len(workers))
+        all_envs = sum(sizes)
+        offsets = [sum(sizes[:i]) for i in range(len(workers))]
+        node = chain[0] if name_slices else None
+        ranks = [self.cluster.workers.index(w) + 1 for w in workers]
+        futs = [setup_actor(self, w, chain, EnvSlice(o, s, all_envs, i, r, node), seed_base + i + 1, extra)
+                for i, (w, o, s, r) in enumerate(zip(workers, offsets, sizes, ranks))]
+        self.calls.wait(futs, workers, count_bytes=False)
+        self.install(chain, workers, all_envs, replace)
+
+    def request(self, worker: str, weights: dict[torch.dtype, torch.Tensor] | None) -> Any:
+        """Asks ``worker`` for one run of its chain (after loading ``weights`` when given); the future."""
+        return self.calls.call(worker, _remote_rollout, weights, self.version)
+
+    def install(self, chain: list[str], actors: list[str], envs: int, replace: dict[str, nn.Module]) -> None:
+        """Puts the stub that calls ``actors`` in the rollout's place (and passthroughs for its chain).
+
+        Args:
+            chain: The nodes on the actors (the rollout first).
+            actors: RPC names of this learner's actors (already set up).
+            envs: Envs over all of them (frames per iteration: ``envs * steps``).
+            replace: Fragment target -> stand-in, filled here.
+        """
+        from torchfrag.policies.base import rollout_nodes
+
+        policy, graph = self.policy, self.graph
+        node = chain[0]
+        self.rollout_node = node if node in rollout_nodes(graph) else None
+        self.actors = list(actors)
+        self.state_frags = [graph.fragment(n) for n in chain]
+        steps = getattr(graph.fragment(node), "steps", None)
+        self.full_frames = int(steps) * envs if isinstance(steps, int) else 0
+        replace[graph.node(node).target] = self.stub(self, node)
+        for other in chain[1:]:  # ran on the actors: the stub's batch already went through them
+            replace[graph.node(other).target] = Passthrough()
+        if self.stub is _ActorsStub and getattr(policy, "advantage", "learner") == "on_arrival":
+            # The per-env fragments left on the learner right after the actors' chain run on
+            # each actor's batch as it arrives (in the stub), not on the gathered batch.
+            from torchfrag.policies.base import per_env_chain
+
+            following = per_env_chain(graph, node)
+            if following[:len(chain) - 1] == chain[1:]:
+                rest = following[len(chain) - 1:]
+                self.arrival_chain = [graph.fragment(n) for n in rest]
+                for other in rest:
+                    replace[graph.node(other).target] = Passthrough()
 
 
-def prepare_replicated_rollout(ex: RpcExecutor, placement: Any, replace: dict[str, nn.Module]) -> Any:
-    """Sets the actors up; returns the driver's placed graph module."""
-    from torchfrag.policies.factory import EnvSlice
+@register_executor
+class AsyncReplicatedRollout(ReplicatedRollout):
+    """``async_replicated_rollout``: as :class:`ReplicatedRollout`, requests stay in flight.
 
-    graph, calls = ex.graph, ex.calls
-    workers = ex.cluster.workers
-    extra = worker_extra(ex, placement)
-    chain = actor_chain(placement)
-    sizes = actor_sizes(ex, chain[0], len(workers))
-    all_envs = sum(sizes)
-    offsets = [sum(sizes[:i]) for i in range(len(workers))]
-    futs = [setup_actor(ex, w, chain, EnvSlice(o, s, all_envs, i, i + 1), i + 1, extra)
-            for i, (w, o, s) in enumerate(zip(workers, offsets, sizes))]
-    calls.wait(futs, workers, count_bytes=False)
-    install_actors(ex, chain, workers, all_envs, placement.kind, replace)
-    calls.stats.calls = 0
-    calls.stats.bytes_sent = 0
-    return graph_module_with(graph, replace)
+    Attributes:
+        lags: Policy lag of every batch consumed.
+        last_lag: The lags of the last iteration's batches.
+        dropped: Batches dropped as staler than ``policy.staleness``.
+    """
+
+    kind: ClassVar[str] = "async_replicated_rollout"
+    stub: ClassVar[type[nn.Module]] = _AsyncActorsStub
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lags: list[int] = []
+        self.last_lag: list[int] = []
+        self.dropped = 0
+
+    def after_iteration(self, out: Any) -> None:
+        """Puts this iteration's policy lag into a scalar output (a batched one, a collection-only
+        loop's batch, keeps its keys: the lag is in ``RunResult.extra["policy_lag"]`` after the run)."""
+        if self.last_lag and isinstance(out, TensorDictBase) and out.batch_dims == 0:
+            out.set("policy_lag", torch.tensor(sum(self.last_lag) / len(self.last_lag)))
+            out.set("policy_lag_max", torch.tensor(float(max(self.last_lag))))
+
+    def report(self, extra: dict[str, Any], done: int) -> None:
+        if self.lags:
+            extra["policy_lag"] = {"mean": sum(self.lags) / len(self.lags), "max": max(self.lags),
+                                   "dropped": self.dropped, "batches": len(self.lags)}

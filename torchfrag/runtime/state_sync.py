@@ -142,29 +142,30 @@ def rebase(base: Mapping[str, torch.Tensor], delta: Sequence[torch.Tensor]) -> d
 def allreduce_produced(frag: Any, base: Mapping[str, torch.Tensor]) -> None:
     """Merges a fragment's produced state over the default process group, from a common ``base``.
 
-    Every rank started from ``base`` (the previous merge) and ran on its own data; as
-    :func:`~torchfrag.fragments.base.merge_states`: floating-point entries are averaged,
-    integer counters get every rank's increment, flags keep this rank's value.
+    Every rank started from ``base`` (the previous merge) and ran on its own data. Every rank
+    gathers every rank's state and merges them in rank order with the fragment's own rule
+    (:meth:`~torchfrag.fragments.Fragment.merge_produced_state`: the rule the driver applies
+    to its actors' deltas), so every rank ends with the same state and the same rules hold
+    under every policy; flags keep this rank's value.
     """
     import torch.distributed as dist
 
     world = dist.get_world_size()
-    merged = {}
-    for key, value in frag.produced_state().items():
-        if value.dtype == torch.bool:
-            continue
-        t = value.detach().clone()
-        if t.is_floating_point() or t.is_complex():
-            dist.all_reduce(t)
-            t /= world
-        else:
-            start = base[key].to(t.device)
-            t -= start
-            dist.all_reduce(t)
-            t += start
-        merged[key] = t
-    if merged:
-        frag.load_produced_state(merged)
+    mine = frag.produced_state()
+    if not mine:
+        return
+    replicas: list[dict[str, torch.Tensor]] = [{} for _ in range(world)]
+    for key, value in mine.items():
+        t = value.detach().contiguous()
+        parts = [torch.empty_like(t) for _ in range(world)]
+        dist.all_gather(parts, t)
+        for rank, part in enumerate(parts):
+            replicas[rank][key] = part
+    flags = {k: v.detach().clone() for k, v in mine.items() if v.dtype == torch.bool}
+    start = {k: v.to(mine[k].device) for k, v in base.items()}
+    frag.merge_produced_state(start, replicas)
+    if flags:
+        frag.load_produced_state(flags)
 
 
 def produced_bases(fragments: Sequence[Any]) -> list[tuple[Any, dict[str, torch.Tensor]]]:

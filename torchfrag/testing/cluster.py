@@ -46,7 +46,11 @@ from typing import IO
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Cluster", "Host", "unavailable", "CLEAN_ENV_DROP"]
+__all__ = ["Cluster", "Host", "unavailable", "CLEAN_ENV_DROP", "SWITCH_VAR", "sent_bytes"]
+
+#: The variable :meth:`Cluster.run` sets to the switch's namespace in every host's processes, so that
+#: a job can read :func:`sent_bytes` itself (e.g. between two iterations).
+SWITCH_VAR = "TORCHFRAG_CLUSTER_SWITCH"
 
 #: Variables a host's processes do not inherit from the caller: torchrun's and torchfrag's
 #: distributed settings (each node gets its own from torchrun).
@@ -83,6 +87,31 @@ def unavailable() -> str | None:
         return f"cannot create a network namespace here: {made.stderr.strip()}"
     _ip("netns", "del", probe, check=False)
     return None
+
+
+def sent_bytes(switch: str | None = None) -> dict[int, int]:
+    """Bytes each host has sent so far (its switch port's receive counter), by host index.
+
+    Every byte a host puts on its link (Ethernet, IP and TCP headers and acknowledgements
+    included) is counted once, at its own port. Read from the switch's namespace, so it works
+    from inside any host.
+
+    Args:
+        switch: The switch's namespace (default: ``$TORCHFRAG_CLUSTER_SWITCH``, set in every host).
+
+    Example:
+        >>> from torchfrag.testing.cluster import Cluster, unavailable
+        >>> if unavailable() is None:  # root with iproute2
+        ...     with Cluster(2) as c:
+        ...         c.limit(100)  # 100 Mbit/s each way on every link
+        ...         assert sorted(c.sent_bytes()) == [0, 1]
+    """
+    import json
+
+    switch = switch or os.environ[SWITCH_VAR]
+    out = _ip("-n", switch, "-s", "-j", "link").stdout
+    return {int(link["ifname"][4:]): int(link["stats64"]["rx"]["bytes"]) for link in json.loads(out)
+            if link["ifname"].startswith("port")}
 
 
 def _namespaces() -> list[str]:
@@ -297,7 +326,7 @@ class Cluster:
         stem = name or f"{Path(cmd[0]).name}{len(host.procs)}"
         log = open(host.log_dir / f"{stem}.log", "wb")
         host.logs.append(log)
-        full_env = {**self.env, **(env or {})}
+        full_env = {**self.env, SWITCH_VAR: self.switch, **(env or {})}
         proc = subprocess.Popen(["ip", "netns", "exec", host.namespace, *cmd], cwd=cwd, env=full_env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -350,6 +379,21 @@ class Cluster:
         return found
 
     # -- faults ---------------------------------------------------------------------------------
+    def sent_bytes(self) -> dict[int, int]:
+        """Bytes each host has sent so far, by host index (see :func:`sent_bytes`)."""
+        return sent_bytes(self.switch)
+
+    def limit(self, rate_mbit: float) -> None:
+        """Limits both directions of every host's link to ``rate_mbit`` Mbit/s (``tc`` ``tbf`` on the
+        host's ``eth0`` and on its switch port; the bucket holds 4 ms of traffic, at least 64 KiB
+        so that a whole segmentation-offload packet fits)."""
+        burst = max(64 * 1024, int(rate_mbit * 1e6 / 8 * 0.004))
+        for h in self.hosts:
+            for ns, dev in ((h.namespace, "eth0"), (self.switch, f"port{h.index}")):
+                subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate",
+                                f"{rate_mbit}mbit", "burst", str(burst), "latency", "200ms"], check=True,
+                               capture_output=True, timeout=30)
+
     def cut(self, index: int) -> None:
         """Cuts host ``index`` off: its switch port goes down, so nothing it sends or is sent to
         it arrives any more (its own sockets stay open, as when a cable is pulled)."""

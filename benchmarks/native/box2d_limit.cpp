@@ -1,0 +1,116 @@
+// The physics limit of the Box2D family: our Box2D envs stepped in a
+// plain loop, `threads` threads each owning a contiguous chunk of envs, with
+// no pool around them (no queues, batches, Python or action checks).  What it
+// measures is b2World::Step plus the env's few lines of arithmetic, with
+// perfect parallelism: the most steps/s any pool could reach with these envs.
+//
+// Built by benchmarks/catalog.py against the Box2D objects of the extension's
+// build (same sources, same flags).  Usage:
+//   box2d_limit <env id> <num_envs> <threads> <seconds>
+// prints the steps per second.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <string>
+
+#include "envs/box2d/bipedal_walker.h"
+#include "envs/box2d/lunar_lander.h"
+
+using torchfrag::Action;
+using torchfrag::EnvOptions;
+using torchfrag::EnvSpec;
+using torchfrag::Options;
+using torchfrag::Rng;
+using torchfrag::Row;
+
+namespace {
+
+template <typename EnvT>
+double run(int num_envs, int threads, double seconds) {
+  const EnvSpec spec = EnvT::Spec(nullptr);
+  const Options options = Options::resolve(spec.options, {}, num_envs);
+  const size_t obs_size = static_cast<size_t>(spec.obs.shape[0]);
+  std::atomic<bool> stop{false};
+  std::vector<long long> steps(threads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      const int begin = num_envs * t / threads, end = num_envs * (t + 1) / threads;
+      std::vector<std::unique_ptr<EnvT>> envs;
+      std::vector<Rng> rngs;
+      std::vector<float> obs(obs_size * static_cast<size_t>(end - begin));
+      std::vector<int> length(end - begin, 0);
+      for (int i = begin; i < end; ++i) {
+        envs.push_back(std::make_unique<EnvT>(spec, EnvOptions(options, i)));
+        rngs.emplace_back(torchfrag::env_seed(0, i));
+      }
+      auto row = [&](int k) {
+        return Row(reinterpret_cast<uint8_t*>(&obs[obs_size * static_cast<size_t>(k)]), nullptr,
+                   nullptr, 0);
+      };
+      for (int k = 0; k < end - begin; ++k) envs[k]->reset(rngs[k], row(k));
+      Rng actions(12345 + t);
+      double values[4];
+      long long done = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (int k = 0; k < end - begin; ++k) {
+          Action a;
+          a.discrete = static_cast<int64_t>(actions.integer(4));
+          for (double& v : values) v = actions.uniform(-1.0, 1.0);
+          a.values = values;
+          const auto r = envs[k]->step(a, rngs[k], row(k));
+          // The pool's time limit and auto-reset, so episodes look the same.
+          if (r.terminated || ++length[k] >= spec.max_episode_steps) {
+            envs[k]->reset(rngs[k], row(k));
+            length[k] = 0;
+          }
+        }
+        done += end - begin;
+      }
+      steps[t] = done;
+    });
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& th : pool) th.join();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  long long total = 0;
+  for (long long s : steps) total += s;
+  return total / elapsed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s <env id> <num_envs> <threads> <seconds>\n", argv[0]);
+    return 2;
+  }
+  const std::string id = argv[1];
+  const int num_envs = std::atoi(argv[2]);
+  const int threads = std::atoi(argv[3]);
+  const double seconds = std::atof(argv[4]);
+  namespace b = torchfrag::box2d;
+  double rate;
+  if (id == "LunarLander-v3") {
+    rate = run<b::LunarLanderDiscrete>(num_envs, threads, seconds);
+  } else if (id == "LunarLanderContinuous-v3") {
+    rate = run<b::LunarLanderContinuous>(num_envs, threads, seconds);
+  } else if (id == "BipedalWalker-v3") {
+    rate = run<b::BipedalWalkerNormal>(num_envs, threads, seconds);
+  } else if (id == "BipedalWalkerHardcore-v3") {
+    rate = run<b::BipedalWalkerHardcore>(num_envs, threads, seconds);
+  } else {
+    std::fprintf(stderr, "unknown env id %s\n", id.c_str());
+    return 2;
+  }
+  std::printf("%.1f\n", rate);
+  return 0;
+}

@@ -8,6 +8,7 @@
 #include "dmc/hopper_finger_cup.h"
 #include "dmc/pendulum_acrobot.h"
 #include "dmc/point_mass_reacher.h"
+#include "dmc/swimmer.h"
 
 namespace torchfrag {
 namespace dmc {
@@ -37,8 +38,8 @@ const std::vector<TaskEntry>& tasks() {
       entry<FishUpright>(),     entry<HopperHop>(),             entry<HopperStand>(),
       entry<HumanoidRun>(),     entry<HumanoidStand>(),         entry<HumanoidWalk>(),
       entry<PendulumSwingup>(), entry<PointMassEasy>(),         entry<PointMassHard>(),
-      entry<ReacherEasy>(),
-      entry<ReacherHard>(),     entry<WalkerRun>(),             entry<WalkerStand>(),
+      entry<ReacherEasy>(),     entry<ReacherHard>(),           entry<SwimmerSwimmer6>(),
+      entry<SwimmerSwimmer15>(), entry<WalkerRun>(),             entry<WalkerStand>(),
       entry<WalkerWalk>()};
   return table;
 }

@@ -54,15 +54,25 @@ inline std::string suite_dir() {
   return env;
 }
 
+// A suite file, or one of the models dm_control generates from a template
+// (the swimmers), which torchfrag/_dmc_models.py writes into
+// TORCHFRAG_DMC_GENERATED.
 inline std::string suite_model_path(const std::string& xml) {
-  const std::string path = suite_dir() + "/" + xml;
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    throw std::invalid_argument("DeepMind Control Suite model '" + path +
-                                "' does not exist (TORCHFRAG_DMC_ASSETS must name dm_control's "
-                                "suite folder)");
+  const auto is_file = [&st](const std::string& p) {
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  };
+  const std::string path = suite_dir() + "/" + xml;
+  if (is_file(path)) return path;
+  const char* generated = std::getenv("TORCHFRAG_DMC_GENERATED");
+  if (generated != nullptr && generated[0] != '\0') {
+    const std::string alt = std::string(generated) + "/" + xml;
+    if (is_file(alt)) return alt;
   }
-  return path;
+  throw std::invalid_argument("DeepMind Control Suite model '" + path +
+                              "' does not exist (TORCHFRAG_DMC_ASSETS must name dm_control's "
+                              "suite folder; generated models are read from "
+                              "TORCHFRAG_DMC_GENERATED)");
 }
 
 // ------------------------------------------------------ rewards.tolerance --

@@ -1,9 +1,10 @@
-"""The DeepMind Control Suite models dm_control builds from a template (the swimmers).
+"""The DeepMind Control Suite models dm_control builds from a template (swimmers, manipulator).
 
 dm_control's ``swimmer.py`` does not ship ``swimmer6.xml`` or ``swimmer15.xml``:
 it reads ``swimmer.xml`` (a head and an empty chain) and appends N - 1 bodies,
 each with a hinge of range +-360/N degrees, a motor, a velocimeter and a gyro,
-then moves the tracking cameras out by N / 6.  :func:`write_generated_models`
+then moves the tracking cameras out by N / 6; ``manipulator.py`` removes the
+props (ball, peg, cup, slot and targets) a task does not use.  :func:`write_generated_models`
 builds the same model with the standard library's ElementTree (dm_control is
 never imported: it needs another MuJoCo than the pool's) into a cache folder
 beside a ``common`` link to the suite's shared includes, and the C++ tasks find
@@ -26,6 +27,14 @@ import xml.etree.ElementTree as ET
 
 GENERATED_ENV_VAR = "TORCHFRAG_DMC_GENERATED"
 SWIMMER_BODIES = (6, 15)
+# manipulator task -> the props it keeps (dm_control's make_model removes the others).
+MANIPULATOR_PROPS = {
+    "bring_ball": ("ball", "target_ball"),
+    "bring_peg": ("peg", "target_peg"),
+    "insert_ball": ("ball", "target_ball", "cup"),
+    "insert_peg": ("peg", "target_peg", "slot"),
+}
+_ALL_PROPS = ("ball", "target_ball", "cup", "peg", "target_peg", "slot")
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +78,36 @@ def swimmer_xml(suite_dir: str, n_bodies: int) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+def manipulator_xml(suite_dir: str, task: str) -> str:
+    """The XML of dm_control's manipulator for ``task``: the props it does not use removed.
+
+    Args:
+        suite_dir: dm_control's suite folder (holding ``manipulator.xml``).
+        task: A key of :data:`MANIPULATOR_PROPS` (``"bring_ball"``, ...).
+
+    Returns:
+        The model as a string.
+
+    Raises:
+        ValueError: an unknown task.
+    """
+    if task not in MANIPULATOR_PROPS:
+        raise ValueError(f"no manipulator task {task!r}; known: {sorted(MANIPULATOR_PROPS)}")
+    root = ET.parse(os.path.join(suite_dir, "manipulator.xml")).getroot()
+    unused = set(_ALL_PROPS) - set(MANIPULATOR_PROPS[task])
+    for parent in list(root.iter()):
+        for child in list(parent):
+            if child.tag == "body" and child.get("name") in unused:
+                parent.remove(child)
+    return ET.tostring(root, encoding="unicode")
+
+
+def _models(suite_dir: str) -> dict[str, str]:
+    out = {f"swimmer{n}.xml": swimmer_xml(suite_dir, n) for n in SWIMMER_BODIES}
+    out.update({f"manipulator_{t}.xml": manipulator_xml(suite_dir, t) for t in MANIPULATOR_PROPS})
+    return out
+
+
 def _cache_dir(suite_dir: str) -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     if not os.access(os.path.dirname(base) if not os.path.isdir(base) else base, os.W_OK):
@@ -78,15 +117,16 @@ def _cache_dir(suite_dir: str) -> str:
 
 
 def write_generated_models(suite_dir: str) -> str | None:
-    """Writes the swimmers' XML (once per suite folder) and returns their folder.
+    """Writes the generated models' XML (once per suite folder) and returns their folder.
 
     Args:
         suite_dir: dm_control's suite folder.
 
     Returns:
-        The folder holding ``swimmer6.xml`` and ``swimmer15.xml`` (and a ``common``
-        link to the suite's includes), or ``None`` when it cannot be written (the
-        swimmer tasks then say their model is missing).
+        The folder holding ``swimmer6.xml``, ``swimmer15.xml`` and
+        ``manipulator_<task>.xml`` (and a ``common`` link to the suite's includes),
+        or ``None`` when it cannot be written (those tasks then say their model is
+        missing).
     """
     folder = _cache_dir(suite_dir)
     try:
@@ -97,9 +137,8 @@ def write_generated_models(suite_dir: str) -> str | None:
                 os.symlink(os.path.join(suite_dir, "common"), common)
             except FileExistsError:  # another process made it first
                 pass
-        for n in SWIMMER_BODIES:
-            text = swimmer_xml(suite_dir, n)
-            path = os.path.join(folder, f"swimmer{n}.xml")
+        for name, text in _models(suite_dir).items():
+            path = os.path.join(folder, name)
             if os.path.isfile(path):
                 with open(path, encoding="utf-8") as f:
                     if f.read() == text:

@@ -53,6 +53,10 @@ TASKS = {
     "HumanoidRun-v1": ("humanoid", "run"),
     "HumanoidStand-v1": ("humanoid", "stand"),
     "HumanoidWalk-v1": ("humanoid", "walk"),
+    "ManipulatorBringBall-v1": ("manipulator", "bring_ball"),
+    "ManipulatorBringPeg-v1": ("manipulator", "bring_peg"),
+    "ManipulatorInsertBall-v1": ("manipulator", "insert_ball"),
+    "ManipulatorInsertPeg-v1": ("manipulator", "insert_peg"),
     "PendulumSwingup-v1": ("pendulum", "swingup"),
     "PointMassEasy-v1": ("point_mass", "easy"),
     "PointMassHard-v1": ("point_mass", "hard"),
@@ -104,6 +108,12 @@ def _place_target(physics, domain: str, target: np.ndarray) -> None:
     elif domain == "swimmer":  # the target geom's x, y (and its light's)
         physics.named.model.geom_pos["target", :2] = target
         physics.named.model.light_pos["target_light", :2] = target
+    elif domain == "manipulator":  # the target body's x, z, qw, qy (and the receptacle's)
+        bodies = ["target_ball", "target_peg", "cup", "slot"]
+        for body in bodies:
+            if body in physics.named.model.body_pos.axes.row.names:
+                physics.named.model.body_pos[body, ["x", "z"]] = target[:2]
+                physics.named.model.body_quat[body, ["qw", "qy"]] = target[2:]
     elif domain == "fish":  # the target geom's x, y, z
         physics.named.model.geom_pos["target"] = target
     else:

@@ -49,6 +49,9 @@ FAMILIES: dict[str, tuple[list[str], list[str]]] = {
                   "MiniGrid-MultiRoom-N2-S4-v0", "MiniGrid-Dynamic-Obstacles-8x8-v0",
                   "MiniGrid-Fetch-8x8-N3-v0", "MiniGrid-GoToDoor-8x8-v0", "MiniGrid-MemoryS9-v0"],
                  ["MiniGrid-Empty-8x8-v0", "MiniGrid-DoorKey-8x8-v0", "MiniGrid-FourRooms-v0"]),
+    "dmc": (["CartpoleSwingup-v1", "CheetahRun-v1", "FingerSpin-v1", "WalkerWalk-v1",
+             "HumanoidRun-v1"],
+            ["CheetahRun-v1", "WalkerWalk-v1"]),
 }
 # Batch sizes per family (full run, --quick).
 SIZES: dict[str, tuple[list[int], list[int]]] = {
@@ -59,7 +62,7 @@ SIZES: dict[str, tuple[list[int], list[int]]] = {
 # DMC physics limit: (suite XML, mj_step calls per env step = control_timestep / timestep).
 DMC_PHYSICS = {"CartpoleSwingup-v1": ("cartpole.xml", 1), "CheetahRun-v1": ("cheetah.xml", 1),
                "FingerSpin-v1": ("finger.xml", 2), "WalkerWalk-v1": ("walker.xml", 10),
-               "HumanoidRun-v1": ("humanoid.xml", 10)}
+               "HumanoidRun-v1": ("humanoid.xml", 5)}
 
 
 def _build_box2d_limit(workdir: str) -> str:

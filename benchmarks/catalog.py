@@ -11,6 +11,7 @@ says how much of the engine's speed the pool keeps.  Results go to
 Usage:
     python -m benchmarks.catalog --family box2d            # a few minutes
     python -m benchmarks.catalog --family minigrid --quick # fewer ids, sizes and repeats
+    python -m benchmarks.catalog --family dmc              # limit: mj_step on dm_control's XML
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import logging
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 
 from benchmarks._common import (
@@ -47,12 +49,20 @@ FAMILIES: dict[str, tuple[list[str], list[str]]] = {
                   "MiniGrid-MultiRoom-N2-S4-v0", "MiniGrid-Dynamic-Obstacles-8x8-v0",
                   "MiniGrid-Fetch-8x8-N3-v0", "MiniGrid-GoToDoor-8x8-v0", "MiniGrid-MemoryS9-v0"],
                  ["MiniGrid-Empty-8x8-v0", "MiniGrid-DoorKey-8x8-v0", "MiniGrid-FourRooms-v0"]),
+    "dmc": (["CartpoleSwingup-v1", "CheetahRun-v1", "FingerSpin-v1", "WalkerWalk-v1",
+             "HumanoidRun-v1"],
+            ["CheetahRun-v1", "WalkerWalk-v1"]),
 }
 # Batch sizes per family (full run, --quick).
 SIZES: dict[str, tuple[list[int], list[int]]] = {
     "box2d": ([16, 64, 256], [16, 64]),
     "minigrid": ([16, 256], [64]),
+    "dmc": ([8, 32], [16]),
 }
+# DMC physics limit: (suite XML, mj_step calls per env step = control_timestep / timestep).
+DMC_PHYSICS = {"CartpoleSwingup-v1": ("cartpole.xml", 1), "CheetahRun-v1": ("cheetah.xml", 1),
+               "FingerSpin-v1": ("finger.xml", 2), "WalkerWalk-v1": ("walker.xml", 10),
+               "HumanoidRun-v1": ("humanoid.xml", 5)}
 
 
 def _build_box2d_limit(workdir: str) -> str:
@@ -81,6 +91,42 @@ def limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: float
     return measure
 
 
+def dmc_limit_runner(env_id: str, threads: int, min_time: float) -> Callable[[], float]:
+    """The physics limit of a DMC task: ``mujoco.mj_step`` on dm_control's XML, one thread.
+
+    Random controls; only the ``mj_step`` calls are timed (no observation, reward or
+    Python loop cost), and the single-thread rate is multiplied by ``threads`` (the
+    pool's envs are independent, so this is what perfect scaling would give).
+    """
+    import mujoco
+    import numpy as np
+
+    from torchfrag._preload.mujoco import dmc_assets_dir
+
+    xml, nsub = DMC_PHYSICS[env_id]
+    model = mujoco.MjModel.from_xml_path(os.path.join(dmc_assets_dir(), xml))
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(0)
+    acts = rng.uniform(model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1],
+                       size=(256, model.nu))
+
+    def measure() -> float:
+        busy, done, t = 0.0, 0, 0
+        wall = time.perf_counter()
+        while time.perf_counter() - wall < min_time:
+            data.ctrl[:] = acts[done % len(acts)]
+            t0 = time.perf_counter()
+            mujoco.mj_step(model, data, nstep=nsub)
+            busy += time.perf_counter() - t0
+            done += 1
+            t += 1
+            if t >= 1000:  # dm_control's episodes are 1000 env steps
+                mujoco.mj_resetData(model, data)
+                t = 0
+        return done / busy * threads
+    return measure
+
+
 def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_time: float,
         threads: int) -> dict:
     records = []
@@ -91,6 +137,8 @@ def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_tim
                 runners, closers = pool_runners(env_id, n, "sync", threads, min_time)
                 if exe is not None:
                     runners["limit"] = limit_runner(exe, env_id, n, threads, min_time)
+                elif family == "dmc":
+                    runners["limit"] = dmc_limit_runner(env_id, threads, min_time)
                 log.info("measuring %s n=%d", env_id, n)
                 samples = alternate(runners, repeats)
                 for close in closers:

@@ -10,11 +10,14 @@ cartpole, pendulum, point_mass, reacher and acrobot, differences below 1e-12
 for cheetah, ball_in_cup, fish and finger turn (finger spin's fast spinner
 drifts to 1e-5 at the end), and for walker, hopper and humanoid differences of
 1e-13 that contacts amplify past 1e-6 after 100 to 470 steps (the two MuJoCo
-builds, not the port: measured on the reference side alone).  So every task
-is compared step for step over its whole episode, observations and rewards
-within 1e-9 (FingerSpin 1e-5), except walker, hopper and humanoid: within 1e-6
-for the steps whose observations the file keeps (``generate.HORIZON``), then
-the episode's length, discounts and reward range.
+builds, not the port: measured on the reference side alone).  The swimmers and
+the manipulator's ball tasks agree within 1e-9 over whole episodes; its peg tasks
+(the peg's contacts) pass 1e-9 after about 120 steps but stay within 1e-6.  So
+every task is compared step for step over its whole episode, observations and
+rewards within 1e-9 (FingerSpin 1e-5), except walker, hopper, humanoid and the
+manipulator's peg tasks: within 1e-6 for the steps whose observations the file
+keeps (``generate.HORIZON``: all of them for the manipulator), then the
+episode's length, discounts and reward range.
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ from torchfrag.envs import list_envs, make, spec  # noqa: E402
 
 REF_DIR = os.path.join(os.path.dirname(__file__), "dmc_reference")
 TASKS = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(REF_DIR, "*.npz")))
-CHAOTIC = ("Walker", "Hopper", "Humanoid")  # compared for a shorter horizon, see above
+# Compared within 1e-6 (and for walker, hopper and humanoid a shorter horizon), see above.
+CHAOTIC = ("Walker", "Hopper", "Humanoid", "ManipulatorBringPeg", "ManipulatorInsertPeg")
 
 if not os.environ.get("TORCHFRAG_DMC_ASSETS") and "CheetahRun-v1" in list_envs():
     try:
@@ -131,6 +135,28 @@ def test_bad_options_and_missing_assets_are_refused(monkeypatch, tmp_path) -> No
         make("PendulumSwingup-v1", num_envs=1)
 
 
+@pytest.mark.slow
+def test_sac_preset_learns_cartpole_balance(tmp_path) -> None:
+    """The CLI's preset (conf/algo_env/sac_CartpoleBalance-v1.yaml) improves on random play.
+
+    Random actions score about 370 per episode (280-500; the pole starts upright and falls);
+    after 12k frames (11k updates, ~2.3 min of one CPU core) the preset's greedy policy scored
+    574 and its last training episode 702 (seed 0).  The bar, 500, is well above random play but
+    not yet balancing (a policy that never pushes scores ~750): this checks learning, cheaply.
+    """
+    import torch
+
+    from torchfrag.train import compose_config, train
+
+    torch.set_num_threads(1)
+    cfg = compose_config(["algo=sac", "env=CartpoleBalance-v1", "algo.total_frames=12000",
+                          "eval_episodes=2", "progress=false", "plot=false", "logger=none"])
+    assert cfg.algo.learning_starts == 1000 and cfg.algo.hidden == [128, 128]
+    summary = train(cfg, run_dir=str(tmp_path))
+    mean = sum(summary["eval_returns"]) / len(summary["eval_returns"])
+    assert mean >= 500.0, f"SAC reached {mean:.1f} on CartpoleBalance-v1 after 12k frames"
+
+
 def test_every_face_imports_without_the_dmc_extra() -> None:
     """Without dm_control (a machine without the extra), `import torchfrag.envs` works; making a
     DMC task raises the one clear error, through the raw pool and through Gymnasium."""
@@ -155,3 +181,20 @@ def test_every_face_imports_without_the_dmc_extra() -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
     assert len(lines) == 2 and all("dmc" in line and "dm_control" in line for line in lines), out.stdout
+
+
+def test_generated_models_match_their_templates_and_refuse_bad_input(tmp_path) -> None:
+    """The swimmers and manipulator models that dm_control builds at load time: written once per
+    suite folder, with the chain's joints and the props each task keeps; bad arguments refused."""
+    from torchfrag._dmc_models import manipulator_xml, swimmer_xml
+
+    suite = os.environ["TORCHFRAG_DMC_ASSETS"]
+    assert swimmer_xml(suite, 15).count("<velocimeter") == 1 + 14  # the head's and one per segment
+    bring = manipulator_xml(suite, "bring_peg")
+    assert 'name="peg"' in bring and 'name="ball"' not in bring and 'name="slot"' not in bring
+    with pytest.raises(ValueError, match="at least 3 bodies"):
+        swimmer_xml(suite, 2)
+    with pytest.raises(ValueError, match="no manipulator task 'throw_ball'"):
+        manipulator_xml(suite, "throw_ball")
+    assert spec("SwimmerSwimmer6-v1").observation_space.shape == (25,)
+    assert spec("ManipulatorBringBall-v1").observation_space.shape == (44,)

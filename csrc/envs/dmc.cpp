@@ -6,8 +6,10 @@
 #include "dmc/cheetah_walker.h"
 #include "dmc/fish_humanoid.h"
 #include "dmc/hopper_finger_cup.h"
+#include "dmc/manipulator.h"
 #include "dmc/pendulum_acrobot.h"
 #include "dmc/point_mass_reacher.h"
+#include "dmc/swimmer.h"
 
 namespace torchfrag {
 namespace dmc {
@@ -36,8 +38,11 @@ const std::vector<TaskEntry>& tasks() {
       entry<FingerTurnEasy>(),  entry<FingerTurnHard>(),        entry<FishSwim>(),
       entry<FishUpright>(),     entry<HopperHop>(),             entry<HopperStand>(),
       entry<HumanoidRun>(),     entry<HumanoidStand>(),         entry<HumanoidWalk>(),
-      entry<PendulumSwingup>(), entry<PointMassEasy>(),         entry<ReacherEasy>(),
-      entry<ReacherHard>(),     entry<WalkerRun>(),             entry<WalkerStand>(),
+      entry<ManipulatorBringBall>(), entry<ManipulatorBringPeg>(),
+      entry<ManipulatorInsertBall>(), entry<ManipulatorInsertPeg>(),
+      entry<PendulumSwingup>(), entry<PointMassEasy>(),         entry<PointMassHard>(),
+      entry<ReacherEasy>(),     entry<ReacherHard>(),           entry<SwimmerSwimmer6>(),
+      entry<SwimmerSwimmer15>(), entry<WalkerRun>(),             entry<WalkerStand>(),
       entry<WalkerWalk>()};
   return table;
 }

@@ -54,15 +54,25 @@ inline std::string suite_dir() {
   return env;
 }
 
+// A suite file, or one of the models dm_control generates from a template
+// (the swimmers), which torchfrag/_dmc_models.py writes into
+// TORCHFRAG_DMC_GENERATED.
 inline std::string suite_model_path(const std::string& xml) {
-  const std::string path = suite_dir() + "/" + xml;
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    throw std::invalid_argument("DeepMind Control Suite model '" + path +
-                                "' does not exist (TORCHFRAG_DMC_ASSETS must name dm_control's "
-                                "suite folder)");
+  const auto is_file = [&st](const std::string& p) {
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  };
+  const std::string path = suite_dir() + "/" + xml;
+  if (is_file(path)) return path;
+  const char* generated = std::getenv("TORCHFRAG_DMC_GENERATED");
+  if (generated != nullptr && generated[0] != '\0') {
+    const std::string alt = std::string(generated) + "/" + xml;
+    if (is_file(alt)) return alt;
   }
-  return path;
+  throw std::invalid_argument("DeepMind Control Suite model '" + path +
+                              "' does not exist (TORCHFRAG_DMC_ASSETS must name dm_control's "
+                              "suite folder; generated models are read from "
+                              "TORCHFRAG_DMC_GENERATED)");
 }
 
 // ------------------------------------------------------ rewards.tolerance --
@@ -166,6 +176,7 @@ class DmcEnv : public Env {
     if (!data_) throw std::runtime_error("mj_makeData failed (out of memory?)");
     d_ = data_.get();
     n_sub_steps_ = n_sub_steps(traits, m_->opt.timestep);
+    control_terms_.assign(m_->nu, 0.0);
     qpos0_.assign(m_->nq, 0.0);
     qvel0_.assign(m_->nv, 0.0);
     target0_.assign(target_size_, 0.0);
@@ -251,6 +262,14 @@ class DmcEnv : public Env {
     }
   }
 
+  // rewards.tolerance(physics.control(), margin=1, value_at_margin=0,
+  // sigmoid='quadratic').mean(): NumPy's pairwise sum over the actuators.
+  double small_control_mean() const {
+    const Tolerance small{0, 0, 1, Sigmoid::kQuadratic, 0};
+    for (int k = 0; k < m_->nu; ++k) control_terms_[k] = small(d_->ctrl[k]);
+    return mujoco_envs::np_sum(control_terms_.data(), m_->nu) / m_->nu;
+  }
+
   int id_of(mjtObj type, const char* name) const {
     const int id = mj_name2id(m_, type, name);
     if (id < 0) {
@@ -284,6 +303,7 @@ class DmcEnv : public Env {
 
   int target_size_;
   std::vector<double> qpos0_, qvel0_, target0_;
+  mutable std::vector<double> control_terms_;  // scratch of small_control_mean
 };
 
 // Sequential writer into an observation row.

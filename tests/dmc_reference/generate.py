@@ -19,6 +19,7 @@ Usage::
 
     python -m venv /tmp/dmcref && /tmp/dmcref/bin/pip install dm-control==1.0.50 mujoco==3.17.0
     PYTHONPATH=. python tests/dmc_reference/generate.py --reference-python /tmp/dmcref/bin/python
+    PYTHONPATH=. python tests/dmc_reference/generate.py --reference-python ... --only SwimmerSwimmer6-v1
 """
 from __future__ import annotations
 
@@ -52,10 +53,17 @@ TASKS = {
     "HumanoidRun-v1": ("humanoid", "run"),
     "HumanoidStand-v1": ("humanoid", "stand"),
     "HumanoidWalk-v1": ("humanoid", "walk"),
+    "ManipulatorBringBall-v1": ("manipulator", "bring_ball"),
+    "ManipulatorBringPeg-v1": ("manipulator", "bring_peg"),
+    "ManipulatorInsertBall-v1": ("manipulator", "insert_ball"),
+    "ManipulatorInsertPeg-v1": ("manipulator", "insert_peg"),
     "PendulumSwingup-v1": ("pendulum", "swingup"),
     "PointMassEasy-v1": ("point_mass", "easy"),
+    "PointMassHard-v1": ("point_mass", "hard"),
     "ReacherEasy-v1": ("reacher", "easy"),
     "ReacherHard-v1": ("reacher", "hard"),
+    "SwimmerSwimmer6-v1": ("swimmer", "swimmer6"),
+    "SwimmerSwimmer15-v1": ("swimmer", "swimmer15"),
     "WalkerStand-v1": ("walker", "stand"),
     "WalkerWalk-v1": ("walker", "walk"),
     "WalkerRun-v1": ("walker", "run"),
@@ -70,11 +78,11 @@ TASKS = {
 HORIZON = {"walker": 150, "hopper": 400, "humanoid": 80}
 
 
-def _ours(out_dir: str) -> None:
+def _ours(out_dir: str, env_ids: list[str]) -> None:
     """Start states and actions from our pool, one file per task."""
     from torchfrag.envs import make
 
-    for env_id in TASKS:
+    for env_id in env_ids:
         env = make(env_id, num_envs=1, seed=SEED)
         _, info = env.reset()
         low, high = env.action_space.low.astype(np.float64), env.action_space.high.astype(np.float64)
@@ -95,6 +103,17 @@ def _place_target(physics, domain: str, target: np.ndarray) -> None:
         physics.named.model.geom_pos["target", :2] = target
     elif domain == "finger":  # the target site's x, z
         physics.named.model.site_pos["target", ["x", "z"]] = target
+    elif domain == "point_mass":  # the actuators' directions (tendon wrap_prm)
+        physics.model.wrap_prm[:4] = target
+    elif domain == "swimmer":  # the target geom's x, y (and its light's)
+        physics.named.model.geom_pos["target", :2] = target
+        physics.named.model.light_pos["target_light", :2] = target
+    elif domain == "manipulator":  # the target body's x, z, qw, qy (and the receptacle's)
+        bodies = ["target_ball", "target_peg", "cup", "slot"]
+        for body in bodies:
+            if body in physics.named.model.body_pos.axes.row.names:
+                physics.named.model.body_pos[body, ["x", "z"]] = target[:2]
+                physics.named.model.body_quat[body, ["qw", "qy"]] = target[2:]
     elif domain == "fish":  # the target geom's x, y, z
         physics.named.model.geom_pos["target"] = target
     else:
@@ -107,6 +126,8 @@ def _reference(in_dir: str) -> None:
     from dm_control.rl import control
 
     for env_id, (domain, task) in TASKS.items():
+        if not os.path.isfile(os.path.join(in_dir, f"{env_id}.npz")):
+            continue  # not asked for (--only)
         given = dict(np.load(os.path.join(in_dir, f"{env_id}.npz")))
         env = suite.load(domain, task, task_kwargs={"random": SEED})
         env.reset()
@@ -134,6 +155,8 @@ def _reference(in_dir: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reference-python", help="python of a venv with dm-control==1.0.50")
+    parser.add_argument("--only", nargs="*", choices=sorted(TASKS), default=None,
+                        help="regenerate these tasks only (default: all)")
     parser.add_argument("--reference", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.reference:
@@ -142,7 +165,7 @@ def main() -> None:
     if not args.reference_python:
         parser.error("--reference-python is required")
     with tempfile.TemporaryDirectory() as tmp:
-        _ours(tmp)
+        _ours(tmp, args.only or list(TASKS))
         subprocess.run([args.reference_python, __file__, "--reference", tmp], check=True,
                        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
 

@@ -23,6 +23,8 @@ import importlib.metadata
 import importlib.util
 import os
 
+from torchfrag._dmc_models import GENERATED_ENV_VAR, write_generated_models
+
 MUJOCO_VERSION = "4.0.0"
 ASSETS_ENV_VAR = "TORCHFRAG_MUJOCO_ASSETS"
 DMC_ASSETS_ENV_VAR = "TORCHFRAG_DMC_ASSETS"
@@ -106,4 +108,8 @@ def preload() -> None:
     dmc = dmc_assets_dir()
     if dmc is not None:
         os.environ.setdefault(DMC_ASSETS_ENV_VAR, dmc)
+    if os.environ.get(DMC_ASSETS_ENV_VAR) and not os.environ.get(GENERATED_ENV_VAR):
+        generated = write_generated_models(os.environ[DMC_ASSETS_ENV_VAR])
+        if generated is not None:
+            os.environ[GENERATED_ENV_VAR] = generated
     _library = lib

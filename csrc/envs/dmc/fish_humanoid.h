@@ -106,8 +106,7 @@ class Humanoid : public DmcEnv {
         head_(id_of(mjOBJ_BODY, "head")),
         com_vel_(sensor_adr("torso_subtreelinvel")),
         limbs_{id_of(mjOBJ_BODY, "left_hand"), id_of(mjOBJ_BODY, "left_foot"),
-               id_of(mjOBJ_BODY, "right_hand"), id_of(mjOBJ_BODY, "right_foot")},
-        control_terms_(m_->nu) {}
+               id_of(mjOBJ_BODY, "right_hand"), id_of(mjOBJ_BODY, "right_foot")} {}
 
  protected:
   // Random joints until the body touches nothing.
@@ -140,10 +139,7 @@ class Humanoid : public DmcEnv {
     const double standing = Tolerance{kStandHeight, kInf, kStandHeight / 4}(d_->xpos[3 * head_ + 2]);
     const double upright = Tolerance{0.9, kInf, 1.9, Sigmoid::kLinear, 0}(xmat(torso_, 8));
     const double stand_reward = standing * upright;
-    const Tolerance small{0, 0, 1, Sigmoid::kQuadratic, 0};
-    for (int k = 0; k < m_->nu; ++k) control_terms_[k] = small(d_->ctrl[k]);
-    const double small_control =
-        (4 + mujoco_envs::np_sum(control_terms_.data(), m_->nu) / m_->nu) / 5;
+    const double small_control = (4 + small_control_mean()) / 5;
     const double* v = d_->sensordata + com_vel_;
     if (kMoveSpeed == 0) {
       const double dont_move = (Tolerance{0, 0, 2}(v[0]) + Tolerance{0, 0, 2}(v[1])) / 2;
@@ -158,7 +154,6 @@ class Humanoid : public DmcEnv {
  private:
   int torso_, head_, com_vel_;
   int limbs_[4];
-  mutable std::vector<double> control_terms_;  // scratch for NumPy's pairwise mean
 };
 
 using FishUpright = Fish<false>;

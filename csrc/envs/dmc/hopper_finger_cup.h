@@ -39,10 +39,7 @@ class Hopper : public DmcEnv {
     if (kHopping) {
       return standing * Tolerance{2, kInf, 1, Sigmoid::kLinear, 0.5}(d_->sensordata[speed_]);
     }
-    double control_sum = 0.0;
-    const Tolerance small{0, 0, 1, Sigmoid::kQuadratic, 0};
-    for (int k = 0; k < m_->nu; ++k) control_sum += small(d_->ctrl[k]);
-    return standing * ((control_sum / m_->nu + 4) / 5);
+    return standing * ((small_control_mean() + 4) / 5);
   }
 
  private:

@@ -1,4 +1,4 @@
-// point_mass easy (dm_control/suite/point_mass.py) and reacher easy and hard
+// point_mass easy and hard (dm_control/suite/point_mass.py) and reacher easy and hard
 // (reacher.py).
 #pragma once
 
@@ -9,18 +9,37 @@
 namespace torchfrag {
 namespace dmc {
 
-class PointMassEasy : public DmcEnv {
+// Hard randomises the actuator gains: each control drives a random unit
+// direction of the two joints (the tendons' wrap_prm; `target0` holds them).
+template <bool kRandomizeGains>
+class PointMass : public DmcEnv {
  public:
-  static constexpr DmcTraits kTraits{"PointMassEasy-v1", "point_mass.xml", 20.0, 0.0, 0};
+  static constexpr DmcTraits kTraits{kRandomizeGains ? "PointMassHard-v1" : "PointMassEasy-v1",
+                                     "point_mass.xml", 20.0, 0.0, kRandomizeGains ? 4 : 0};
   static int64_t ObsSize(const mjModel* m) { return m->nq + m->nv; }  // position, velocity
 
-  explicit PointMassEasy(const EnvOptions& o)
+  explicit PointMass(const EnvOptions& o)
       : DmcEnv(kTraits, o),
         target_(id_of(mjOBJ_GEOM, "target")),
         mass_(id_of(mjOBJ_GEOM, "pointmass")) {}
 
  protected:
-  void initialize_episode(Rng& rng) override { randomize_joints(rng); }
+  void initialize_episode(Rng& rng) override {
+    randomize_joints(rng);
+    if (!kRandomizeGains) return;
+    double dir1[2], dir2[2];
+    unit_direction(rng, dir1);
+    do {
+      unit_direction(rng, dir2);
+    } while (std::abs(dir1[0] * dir2[0] + dir1[1] * dir2[1]) > 0.9);
+    m_->wrap_prm[0] = dir1[0];
+    m_->wrap_prm[1] = dir1[1];
+    m_->wrap_prm[2] = dir2[0];
+    m_->wrap_prm[3] = dir2[1];
+  }
+  void write_target(double* out) const override {
+    for (int k = 0; k < 4; ++k) out[k] = m_->wrap_prm[k];
+  }
   void write_obs(double* obs) const override {
     ObsWriter w{obs};
     w.copy(d_->qpos, m_->nq);
@@ -32,16 +51,24 @@ class PointMassEasy : public DmcEnv {
     const double v[3] = {t[0] - p[0], t[1] - p[1], t[2] - p[2]};
     const double size = m_->geom_size[3 * target_];
     const double near_target = Tolerance{0, size, size}(mujoco_envs::norm(v, 3));
-    double control_sum = 0.0;
-    const Tolerance small{0, 0, 1, Sigmoid::kQuadratic, 0};
-    for (int k = 0; k < m_->nu; ++k) control_sum += small(d_->ctrl[k]);
-    const double small_control = (control_sum / m_->nu + 4) / 5;
+    const double small_control = (small_control_mean() + 4) / 5;
     return near_target * small_control;
   }
 
  private:
+  static void unit_direction(Rng& rng, double* dir) {
+    dir[0] = rng.normal();
+    dir[1] = rng.normal();
+    const double n = mujoco_envs::norm(dir, 2);
+    dir[0] /= n;
+    dir[1] /= n;
+  }
+
   int target_, mass_;
 };
+
+using PointMassEasy = PointMass<false>;
+using PointMassHard = PointMass<true>;
 
 template <bool kHard>
 class Reacher : public DmcEnv {

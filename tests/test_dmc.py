@@ -139,22 +139,23 @@ def test_bad_options_and_missing_assets_are_refused(monkeypatch, tmp_path) -> No
 def test_sac_preset_learns_cartpole_balance(tmp_path) -> None:
     """The CLI's preset (conf/algo_env/sac_CartpoleBalance-v1.yaml) improves on random play.
 
-    Random actions score about 370 per episode (280-500; the pole starts upright and falls);
-    after 12k frames (11k updates, ~2.3 min of one CPU core) the preset's greedy policy scored
-    574 and its last training episode 702 (seed 0).  The bar, 500, is well above random play but
-    not yet balancing (a policy that never pushes scores ~750): this checks learning, cheaply.
+    Random actions score about 370 per episode (280-500; the pole starts upright and falls).
+    After 12k frames the preset's greedy policy scored 574 before the SAC speed changes (fused
+    Adam, foreach target update) and 479.5 after them: too close to random play for one seed.
+    After 20k frames (19k updates) it scored 636/660 (seed 0) and 645/654 (seed 1), so the bar
+    is 550, clearly above random play but not yet balancing (never pushing scores ~750).
     """
     import torch
 
     from torchfrag.train import compose_config, train
 
     torch.set_num_threads(1)
-    cfg = compose_config(["algo=sac", "env=CartpoleBalance-v1", "algo.total_frames=12000",
+    cfg = compose_config(["algo=sac", "env=CartpoleBalance-v1", "algo.total_frames=20000",
                           "eval_episodes=2", "progress=false", "plot=false", "logger=none"])
     assert cfg.algo.learning_starts == 1000 and cfg.algo.hidden == [128, 128]
     summary = train(cfg, run_dir=str(tmp_path))
     mean = sum(summary["eval_returns"]) / len(summary["eval_returns"])
-    assert mean >= 500.0, f"SAC reached {mean:.1f} on CartpoleBalance-v1 after 12k frames"
+    assert mean >= 550.0, f"SAC reached {mean:.1f} on CartpoleBalance-v1 after 20k frames"
 
 
 def test_every_face_imports_without_the_dmc_extra() -> None:

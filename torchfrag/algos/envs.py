@@ -27,6 +27,9 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
              **options: Any) -> EnvBase:
     """A :class:`~torchfrag.envs.PoolEnv` with only the observation exposed, float32 observations.
 
+    Discrete actions are indices (``Categorical``,
+    ``categorical_action_encoding=True``): what the algorithms' actors write.
+
     Float64 observations (MuJoCo) are cast to float32 for the networks with
     TorchRL's ``DoubleToFloat`` transform; categorical ones (``Categorical`` or
     ``MultiCategorical`` specs) become float32 one-hot vectors
@@ -58,7 +61,9 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
 
     from torchfrag.envs import PoolEnv
 
-    env = PoolEnv(env_id, num_envs=num_envs, seed=seed, info_keys=[], env_options=options)
+    # Index actions: what the algorithms' actors write and PoolCollector's fast path sends.
+    env = PoolEnv(env_id, num_envs=num_envs, seed=seed, info_keys=[],
+                  categorical_action_encoding=True, env_options=options)
     # What it was made from, so that a loop can rebuild the same envs as another source
     # (PPO's collector="pool" replaces this env by a PoolCollector over the same envs).
     env.pool_seed = list(seed) if isinstance(seed, Sequence) else int(seed)

@@ -183,3 +183,32 @@ def test_bad_actions_are_refused() -> None:
         pool.reset()
         with pytest.raises(ValueError):
             pool.step(np.array([[0.0, np.nan, 0.0]], dtype=np.float32))
+
+
+def test_ppo_preset_composes_and_runs_from_the_cli(tmp_path) -> None:
+    """conf/algo_env/ppo_CarRacing-v3.yaml: PPO from pixels (Nature-CNN torso, TanhNormal head)
+    composes for env=CarRacing-v3 and runs a few iterations with evaluation (episodes cut to
+    40 steps so the smoke run stays short)."""
+    import json
+    import subprocess
+    import sys
+
+    import torchfrag
+    from torchfrag.train import compose_config
+
+    algo = compose_config(["env=CarRacing-v3"]).algo
+    assert (algo.name, algo.steps, algo.lr, algo.gamma, algo.init_scale) == ("ppo", 256, 1e-4, 0.99, 0.5)
+    run_dir = tmp_path / "run"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(torchfrag.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([pkg_root, env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchfrag.train", "env=CarRacing-v3", "algo.num_envs=2",
+         "algo.steps=16", "algo.epochs=1", "algo.minibatch_size=16", "algo.total_frames=96",
+         "+env.options.max_episode_steps=40", "eval_episodes=1", "progress=false", "plot=false",
+         f"hydra.run.dir={run_dir}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env"] == "CarRacing-v3" and summary["frames"] == 96
+    assert len(summary["eval_returns"]) == 1 and np.isfinite(summary["eval_returns"][0])

@@ -58,16 +58,26 @@ class PaletteCanvas {
       xmax = std::max(xmax, xy[2 * k]);
     }
     if (xmax < 0.0 || xmin > kSide || ymax < 0.0 || ymin > kSide) return;
+    // Each edge's x at row centre yc is xa + (yc - ya) * slope: one division per edge.
+    double ya[8], yb[8], xa[8], slope[8];
+    int edges = 0;
+    for (int k = 0; k < n && k < 8; ++k) {
+      const int j = k + 1 == n ? 0 : k + 1;
+      if (xy[2 * k + 1] == xy[2 * j + 1]) continue;  // horizontal: the others bound its rows
+      ya[edges] = std::min(xy[2 * k + 1], xy[2 * j + 1]);
+      yb[edges] = std::max(xy[2 * k + 1], xy[2 * j + 1]);
+      slope[edges] = (xy[2 * j] - xy[2 * k]) / (xy[2 * j + 1] - xy[2 * k + 1]);
+      xa[edges] = xy[2 * k] + (ya[edges] - xy[2 * k + 1]) * slope[edges];
+      ++edges;
+    }
     const int v0 = std::max(0, static_cast<int>(std::ceil(ymin - 0.5)));
     const int v1 = std::min(kSide - 1, static_cast<int>(std::floor(ymax - 0.5)));
     for (int v = v0; v <= v1; ++v) {
       const double yc = v + 0.5;
       double xl = 1e300, xr = -1e300;
-      for (int k = 0; k < n; ++k) {
-        const int j = k + 1 == n ? 0 : k + 1;
-        const double ya = xy[2 * k + 1], yb = xy[2 * j + 1];
-        if ((yc < ya && yc < yb) || (yc > ya && yc > yb) || ya == yb) continue;
-        const double x = xy[2 * k] + (yc - ya) * (xy[2 * j] - xy[2 * k]) / (yb - ya);
+      for (int e = 0; e < edges; ++e) {
+        if (yc < ya[e] || yc > yb[e]) continue;
+        const double x = xa[e] + (yc - ya[e]) * slope[e];
         xl = std::min(xl, x);
         xr = std::max(xr, x);
       }
@@ -92,27 +102,42 @@ class PaletteCanvas {
   // v - 2 (v > 1): the average here is lowered by 1.5 and truncated.
   template <size_t N>
   void resolve(const std::array<std::array<uint8_t, 3>, N>& palette, uint8_t* rgb) const {
+    static_assert(kSub == 4, "the flat-pixel test reads a pixel's 4 samples per row as one word");
     constexpr int kOut = car_racing::kStateSize;
     constexpr uint32_t kBias = kSub * kSub * 3 / 2;
+    auto average = [](uint32_t sum) {
+      return static_cast<uint8_t>(sum > kBias ? (sum - kBias) / (kSub * kSub) : 0);
+    };
+    std::array<std::array<uint8_t, 3>, N> flat;  // a pixel whose 16 samples agree
+    for (size_t k = 0; k < N; ++k) {
+      for (int c = 0; c < 3; ++c) flat[k][c] = average(palette[k][c] * kSub * kSub);
+    }
     for (int j = 0; j < kOut; ++j) {
-      std::array<std::array<uint32_t, 3>, kOut> acc{};
-      for (int dv = 0; dv < kSub; ++dv) {
-        const uint8_t* row = &samples_[static_cast<size_t>(j * kSub + dv) * kSide];
-        for (int i = 0; i < kOut; ++i) {
+      const uint8_t* rows = &samples_[static_cast<size_t>(j * kSub) * kSide];
+      uint8_t* out = rgb + static_cast<size_t>(j) * kOut * 3;
+      for (int i = 0; i < kOut; ++i, out += 3) {
+        uint32_t w[kSub];
+        for (int dv = 0; dv < kSub; ++dv) std::memcpy(&w[dv], rows + dv * kSide + i * kSub, 4);
+        if (w[0] == w[1] && w[0] == w[2] && w[0] == w[3] && w[0] == (w[0] & 0xFFu) * 0x01010101u) {
+          const auto& c = flat[w[0] & 0xFFu];
+          out[0] = c[0];
+          out[1] = c[1];
+          out[2] = c[2];
+          continue;
+        }
+        uint32_t sum[3] = {0, 0, 0};
+        for (int dv = 0; dv < kSub; ++dv) {
+          const uint8_t* px = rows + dv * kSide + i * kSub;
           for (int du = 0; du < kSub; ++du) {
-            const auto& c = palette[row[i * kSub + du]];
-            acc[i][0] += c[0];
-            acc[i][1] += c[1];
-            acc[i][2] += c[2];
+            const auto& c = palette[px[du]];
+            sum[0] += c[0];
+            sum[1] += c[1];
+            sum[2] += c[2];
           }
         }
-      }
-      uint8_t* out = rgb + static_cast<size_t>(j) * kOut * 3;
-      for (int i = 0; i < kOut; ++i) {
-        for (int c = 0; c < 3; ++c) {
-          const uint32_t a = acc[i][c];
-          out[i * 3 + c] = static_cast<uint8_t>(a > kBias ? (a - kBias) / (kSub * kSub) : 0);
-        }
+        out[0] = average(sum[0]);
+        out[1] = average(sum[1]);
+        out[2] = average(sum[2]);
       }
     }
   }

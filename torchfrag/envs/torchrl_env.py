@@ -293,6 +293,11 @@ class PoolEnv(EnvBase):
         pixels_only: With ``from_pixels`` on a rendered env: only
             ``"pixels"`` (``True``, GymEnv's default) or ``"pixels"`` and
             ``"observation"`` (or the named entries below).
+        render_kwargs: Rendering arguments of ``"pixels"`` and :meth:`render`
+            (TorchRL's ``DMControlEnv`` argument): ``height``, ``width``,
+            ``camera_id`` for DMC ids (default 240 x 320, camera 0, as
+            DMControlEnv), Gymnasium's MuJoCo keywords for MuJoCo ids.
+        camera_id: DMControlEnv's shortcut for ``render_kwargs["camera_id"]``.
         named_observations: DeepMind Control Suite ids only: one entry per key
             of dm_control's observation dict instead of the flat
             ``"observation"`` (``"position"``, ``"velocity"``, ...), as
@@ -352,6 +357,8 @@ class PoolEnv(EnvBase):
         categorical_action_encoding: bool | None = None,
         from_pixels: bool = False,
         pixels_only: bool = True,
+        render_kwargs: dict[str, Any] | None = None,
+        camera_id: int | str | None = None,
         named_observations: bool = False,
         frame_skip: int = 1,
         batch_size: Sequence[int] | torch.Size | None = None,
@@ -406,7 +413,8 @@ class PoolEnv(EnvBase):
             num_threads=num_threads, seed=seed, device=device,
             info_keys=None if info_keys is None else list(info_keys),
             categorical_action_encoding=categorical_action_encoding, from_pixels=from_pixels,
-            pixels_only=pixels_only, named_observations=named_observations,
+            pixels_only=pixels_only, render_kwargs=render_kwargs, camera_id=camera_id,
+            named_observations=named_observations,
             frame_skip=frame_skip,
             allow_done_after_reset=allow_done_after_reset, spec_locked=spec_locked,
             observation_dtype=observation_dtype, env_options=env_options, **init_options)
@@ -421,6 +429,15 @@ class PoolEnv(EnvBase):
         self.pool_spec: EnvSpec = self._pool.spec
         obs_space = self.pool_spec.observation_space
         image_obs = len(obs_space.shape) == 3
+        render_kwargs = dict(render_kwargs or {})
+        if camera_id is not None:
+            render_kwargs["camera_id"] = camera_id
+        if render_kwargs:
+            try:
+                self._pool.configure_render(**render_kwargs)
+            except Exception:
+                self._pool.close()
+                raise
         # Rendered frames for envs whose observations are not images (GymEnv's from_pixels).
         self._pixels: PixelFrames | None = None
         if from_pixels and not image_obs:

@@ -161,8 +161,9 @@ def dmc_cpu_breakdown(env_id: str, n: int, steps: int = 2000) -> dict[str, float
     """CPU microseconds per env step (load-independent to first order), one thread each.
 
     ``mj_step``: ``mj_step(nstep)`` alone; ``dm_control_sequence``: dm_control's
-    legacy step (``mj_step2``, ``nstep - 1`` ``mj_step``, ``mj_step1``), the
-    physics the pool's envs run; ``pool``: the pool with one worker thread
+    legacy step (``mj_step2``, ``nstep - 1`` ``mj_step``, ``mj_step1``; RK4
+    models: ``nstep`` ``mj_step`` then ``mj_step1``), the physics the pool's
+    envs run; ``pool``: the pool with one worker thread
     stepping ``n`` envs (process CPU time: worker, Python caller, observation
     and reward code, batching).
     """
@@ -175,6 +176,8 @@ def dmc_cpu_breakdown(env_id: str, n: int, steps: int = 2000) -> dict[str, float
     acts = np.random.default_rng(0).uniform(model.actuator_ctrlrange[:, 0],
                                             model.actuator_ctrlrange[:, 1], size=(256, model.nu))
 
+    rk4 = model.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4
+
     def physics(legacy: bool) -> float:
         data = mujoco.MjData(model)
         mujoco.mj_forward(model, data)
@@ -184,7 +187,10 @@ def dmc_cpu_breakdown(env_id: str, n: int, steps: int = 2000) -> dict[str, float
                 mujoco.mj_resetData(model, data)
                 mujoco.mj_forward(model, data)
             data.ctrl[:] = acts[i % len(acts)]
-            if legacy:
+            if legacy and rk4:  # dm_control: nstep mj_step, then mj_step1
+                mujoco.mj_step(model, data, nstep=nsub)
+                mujoco.mj_step1(model, data)
+            elif legacy:
                 mujoco.mj_step2(model, data)
                 if nsub > 1:
                     mujoco.mj_step(model, data, nstep=nsub - 1)

@@ -80,12 +80,22 @@ def test_frames_match_dm_control_physics_render(env_id: str, height: int, width:
 
 
 def test_poolenv_from_pixels_as_dmcontrolenv() -> None:
-    env = _drawn(lambda: PoolEnv("CheetahRun-v1", seed=SEED, from_pixels=True))
+    # DMControlEnv(from_pixels=True) keeps the state beside the pixels (dm_control's pixels
+    # wrapper gets pixels_only=None from it), under dm_control's keys.
+    env = _drawn(lambda: PoolEnv("CheetahRun-v1", seed=SEED, from_pixels=True,
+                                 named_observations=True))
     td = env.reset()
-    assert set(env.observation_spec.keys()) == {"pixels"}  # pixels_only, as DMControlEnv
+    assert set(env.observation_spec.keys()) == {"pixels", "position", "velocity"}
     assert td["pixels"].shape == (240, 320, 3) and td["pixels"].dtype == torch.uint8
     np.testing.assert_array_equal(td["pixels"].numpy(), FRAMES["CheetahRun-v1:240x320:0:0"])
     env.close()
+    env = PoolEnv("CheetahRun-v1", 2, from_pixels=True, pixels_only=True, info_keys=[],
+                  render_kwargs={"width": 64, "height": 64})
+    assert set(env.observation_spec.keys()) == {"pixels"}
+    assert env.reset()["pixels"].shape == (2, 64, 64, 3)
+    env.close()
+    assert set(PoolEnv("CheetahRun-v1", from_pixels=True).observation_spec.keys()) == {
+        "pixels", "observation"}
     env = PoolEnv("WalkerWalk-v1", 2, seed=SEED, from_pixels=True, pixels_only=False,
                   named_observations=True, max_episode_steps=2,
                   render_kwargs={"width": 84, "height": 84})

@@ -291,8 +291,12 @@ class PoolEnv(EnvBase):
             ``[H, W, 3]`` as ``env.render()`` draws it (see
             :mod:`torchfrag.envs.rendering`; terminal frames under ``"next"``).
         pixels_only: With ``from_pixels`` on a rendered env: only
-            ``"pixels"`` (``True``, GymEnv's default) or ``"pixels"`` and
-            ``"observation"`` (or the named entries below).
+            ``"pixels"`` (``True``) or ``"pixels"`` and ``"observation"`` (or the
+            named entries below). Default: ``True`` (GymEnv's) except for the
+            DeepMind Control Suite ids, whose default is ``False`` as with
+            TorchRL's ``DMControlEnv(from_pixels=True)``, which keeps the state
+            beside the pixels (``named_observations=True`` then gives its keys
+            exactly: ``"pixels"``, ``"position"``, ``"velocity"``, ...).
         render_kwargs: Rendering arguments of ``"pixels"`` and :meth:`render`
             (TorchRL's ``DMControlEnv`` argument): ``height``, ``width``,
             ``camera_id`` for DMC ids (default 240 x 320, camera 0, as
@@ -356,7 +360,7 @@ class PoolEnv(EnvBase):
         info_keys: Sequence[str] | None | str = "default",
         categorical_action_encoding: bool | None = None,
         from_pixels: bool = False,
-        pixels_only: bool = True,
+        pixels_only: bool | None = None,
         render_kwargs: dict[str, Any] | None = None,
         camera_id: int | str | None = None,
         named_observations: bool = False,
@@ -371,6 +375,8 @@ class PoolEnv(EnvBase):
         device = torch.device(device) if device is not None else torch.device("cpu")
         batched = num_envs is not None
         self._named = dmc_observations.check_named(env_id, named_observations)
+        if pixels_only is None:
+            pixels_only = not dmc_observations.is_dmc(env_id)
         init_options = dict(options)  # what pickling passes again
         take_gymenv_kwargs(env_id, options)
         check_batch_size(env_id, batch_size, num_envs)

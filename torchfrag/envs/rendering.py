@@ -7,6 +7,10 @@ a frame is made from:
   games), which is the frame itself, as ale-py's ``AtariEnv.render()``.
 - Classic control: the env's state (plus Pendulum's last torque).
 - MuJoCo: ``qpos`` then ``qvel``.
+- DeepMind Control Suite: ``qpos``, ``qvel`` and the model fields tasks write
+  at reset, drawn by :mod:`torchfrag.envs.dmc_rendering` as dm_control's
+  ``physics.render`` draws them (camera 0, 240 x 320 by default, as TorchRL's
+  ``DMControlEnv``; ``width``, ``height`` and ``camera_id`` change them).
 
 For the last two a :class:`FrameRenderer` keeps one Gymnasium env of the same
 id, built on the first frame, puts the state into it and calls its own
@@ -58,6 +62,9 @@ _CLASSIC: dict[str, dict[str, str]] = {
 MUJOCO_RENDER_KWARGS = frozenset({"width", "height", "camera_id", "camera_name",
                                   "default_camera_config", "max_geom", "visual_options"})
 
+# The rendering keywords of the DeepMind Control Suite ids (dm_control's physics.render).
+_DMC_RENDER_KWARGS = frozenset({"width", "height", "camera_id"})
+
 # ale-py's AtariEnv.metadata["render_fps"].
 _ATARI_FPS = 30
 
@@ -86,10 +93,13 @@ def check_render_mode(env_id: str, render_mode: str | None) -> None:
 
 
 def _family(env_id: str) -> str:
+    from torchfrag.envs.dmc_observations import is_dmc
     from torchfrag.envs.spec import spec
 
     if env_id in _CLASSIC:
         return "classic"
+    if is_dmc(env_id):
+        return "dmc"
     options = spec(env_id).options  # each family declares its own
     if "xml_file" in options:
         return "mujoco"
@@ -111,7 +121,7 @@ def renderable(env_id: str) -> None:
     if family == "classic" and importlib.util.find_spec("pygame") is None:
         raise RenderError(f"{env_id}: rendering classic control needs pygame: pip install"
                           " 'torchfrag[render]'")
-    if family == "mujoco" and importlib.util.find_spec("mujoco") is None:
+    if family in ("mujoco", "dmc") and importlib.util.find_spec("mujoco") is None:
         raise RenderError(f"{env_id}: rendering MuJoCo envs needs the mujoco package")
 
 
@@ -125,6 +135,10 @@ def render_fps(env_id: str, options: dict[str, Any] | None = None) -> int:
     family = _family(env_id)
     if family == "atari":
         return _ATARI_FPS
+    if family == "dmc":
+        from torchfrag.envs.dmc_rendering import render_fps as dmc_fps
+
+        return dmc_fps(env_id)
     if family == "classic":
         return int(_gymnasium_class(env_id).metadata["render_fps"])
     if family == "mujoco":
@@ -165,6 +179,21 @@ def _headless() -> bool:
     return not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY")
 
 
+def _gl_backend() -> None:
+    """EGL for MuJoCo on a machine without a display, unless ``MUJOCO_GL`` says otherwise."""
+    if not os.environ.get("MUJOCO_GL") and _headless():
+        os.environ["MUJOCO_GL"] = "egl"
+
+
+def _no_gl(env_id: str, e: Exception) -> RenderError:
+    """The error for a MuJoCo frame that could not be drawn: what to install or set."""
+    return RenderError(
+        f"{env_id}: MuJoCo could not render with MUJOCO_GL={os.environ.get('MUJOCO_GL')!r} "
+        f"({type(e).__name__}: {e}); on a headless machine install libEGL (Debian: "
+        "libegl-mesa0) and set MUJOCO_GL=egl, or install OSMesa (libosmesa6) and set "
+        "MUJOCO_GL=osmesa")
+
+
 class FrameRenderer:
     """Turns the pool's render data of one env into an RGB frame ``[H, W, 3]`` uint8.
 
@@ -191,13 +220,14 @@ class FrameRenderer:
         self.render_kwargs = dict(render_kwargs or {})
         self.family = _family(env_id)
         if self.render_kwargs:
-            if self.family != "mujoco":
+            if self.family not in ("mujoco", "dmc"):
                 raise ValueError(f"{env_id}: rendering arguments {sorted(self.render_kwargs)} only"
-                                 " apply to MuJoCo envs")
-            unknown = set(self.render_kwargs) - MUJOCO_RENDER_KWARGS
+                                 " apply to MuJoCo and DeepMind Control Suite envs")
+            allowed = _DMC_RENDER_KWARGS if self.family == "dmc" else MUJOCO_RENDER_KWARGS
+            unknown = set(self.render_kwargs) - allowed
             if unknown:
                 raise ValueError(f"{env_id}: unknown rendering arguments {sorted(unknown)};"
-                                 f" allowed: {sorted(MUJOCO_RENDER_KWARGS)}")
+                                 f" allowed: {sorted(allowed)}")
         self._proxy: Any = None  # the Gymnasium env that draws (classic control, MuJoCo)
 
     def frame(self, data: np.ndarray, env_index: int = 0) -> np.ndarray:
@@ -208,6 +238,8 @@ class FrameRenderer:
             return self._classic(data, env_index)
         if self.family == "mujoco":
             return self._mujoco(data)
+        if self.family == "dmc":
+            return self._dmc(data)
         raise ValueError(f"{self.env_id} has no frames to render")
 
     def close(self) -> None:
@@ -261,11 +293,20 @@ class FrameRenderer:
         try:
             return env.render()
         except Exception as e:  # no usable OpenGL: say what to install or set
-            raise RenderError(
-                f"{self.env_id}: MuJoCo could not render with MUJOCO_GL="
-                f"{os.environ.get('MUJOCO_GL')!r} ({type(e).__name__}: {e}); on a headless "
-                "machine install libEGL (Debian: libegl-mesa0) and set MUJOCO_GL=egl, or "
-                "install OSMesa (libosmesa6) and set MUJOCO_GL=osmesa") from e
+            raise _no_gl(self.env_id, e) from e
+
+    def _dmc(self, state: np.ndarray) -> np.ndarray:
+        if self._proxy is None:
+            from torchfrag.envs.dmc_rendering import DmcDrawer
+
+            _gl_backend()
+            self._proxy = DmcDrawer(self.env_id, **self.render_kwargs)
+        try:
+            return self._proxy.frame(state)
+        except ValueError:
+            raise
+        except Exception as e:  # no usable OpenGL
+            raise _no_gl(self.env_id, e) from e
 
     def _make_mujoco(self) -> Any:
         try:
@@ -273,8 +314,7 @@ class FrameRenderer:
         except ImportError as e:
             raise RenderError(f"{self.env_id}: rendering MuJoCo envs needs the mujoco"
                               " package") from e
-        if not os.environ.get("MUJOCO_GL") and _headless():
-            os.environ["MUJOCO_GL"] = "egl"
+        _gl_backend()
         kwargs = {k: self.options[k] for k in ("xml_file", "frame_skip") if k in self.options}
         kwargs.update(self.render_kwargs)
         return _gymnasium_class(self.env_id)(render_mode="rgb_array", **kwargs)

@@ -37,6 +37,7 @@ from torchrl.data import Bounded, Categorical, Composite, MultiCategorical, OneH
 from torchrl.data.utils import numpy_to_torch_dtype_dict
 from torchrl.envs import EnvBase
 
+from torchfrag.envs import dmc_observations
 from torchfrag.envs._torchrl_compat import make_compatible_policy, new_tensordict, step_mdp
 from torchfrag.envs.aliases import is_alias
 from torchfrag.envs.gymenv_args import check_batch_size, take_gymenv_kwargs
@@ -292,8 +293,23 @@ class PoolEnv(EnvBase):
             ``[H, W, 3]`` as ``env.render()`` draws it (see
             :mod:`torchfrag.envs.rendering`; terminal frames under ``"next"``).
         pixels_only: With ``from_pixels`` on a rendered env: only
-            ``"pixels"`` (``True``, GymEnv's default) or ``"pixels"`` and
-            ``"observation"``.
+            ``"pixels"`` (``True``) or ``"pixels"`` and ``"observation"`` (or the
+            named entries below). Default: ``True`` (GymEnv's) except for the
+            DeepMind Control Suite ids, whose default is ``False`` as with
+            TorchRL's ``DMControlEnv(from_pixels=True)``, which keeps the state
+            beside the pixels (``named_observations=True`` then gives its keys
+            exactly: ``"pixels"``, ``"position"``, ``"velocity"``, ...).
+        render_kwargs: Rendering arguments of ``"pixels"`` and :meth:`render`
+            (TorchRL's ``DMControlEnv`` argument): ``height``, ``width``,
+            ``camera_id`` for DMC ids (default 240 x 320, camera 0, as
+            DMControlEnv), Gymnasium's MuJoCo keywords for MuJoCo ids.
+        camera_id: DMControlEnv's shortcut for ``render_kwargs["camera_id"]``.
+        named_observations: DeepMind Control Suite ids only: one entry per key
+            of dm_control's observation dict instead of the flat
+            ``"observation"`` (``"position"``, ``"velocity"``, ...), as
+            TorchRL's ``DMControlEnv`` gives them: float64 (or
+            ``observation_dtype``), dm_control's shapes with scalars as
+            ``[1]``. Steps take TorchRL's generic path (no fused rollout).
         frame_skip: GymEnv's ``frame_skip``. Atari: the env's frame skip (ALE
             frames per step, GymEnv passes it to ALE). Other envs: the action
             is repeated ``frame_skip`` times (stopping at the end of an
@@ -346,7 +362,10 @@ class PoolEnv(EnvBase):
         info_keys: Sequence[str] | None | str = "default",
         categorical_action_encoding: bool = False,
         from_pixels: bool = False,
-        pixels_only: bool = True,
+        pixels_only: bool | None = None,
+        render_kwargs: dict[str, Any] | None = None,
+        camera_id: int | str | None = None,
+        named_observations: bool = False,
         frame_skip: int = 1,
         batch_size: Sequence[int] | torch.Size | None = None,
         allow_done_after_reset: bool = False,
@@ -357,6 +376,9 @@ class PoolEnv(EnvBase):
     ) -> None:
         device = torch.device(device) if device is not None else torch.device("cpu")
         batched = num_envs is not None
+        self._named = dmc_observations.check_named(env_id, named_observations)
+        if pixels_only is None:
+            pixels_only = not dmc_observations.is_dmc(env_id)
         init_options = dict(options)  # what pickling passes again
         take_gymenv_kwargs(env_id, options)
         check_batch_size(env_id, batch_size, num_envs)
@@ -399,7 +421,9 @@ class PoolEnv(EnvBase):
             num_threads=num_threads, seed=seed, device=device,
             info_keys=None if info_keys is None else list(info_keys),
             categorical_action_encoding=categorical_action_encoding, from_pixels=from_pixels,
-            pixels_only=pixels_only, frame_skip=frame_skip,
+            pixels_only=pixels_only, render_kwargs=render_kwargs, camera_id=camera_id,
+            named_observations=named_observations,
+            frame_skip=frame_skip,
             allow_done_after_reset=allow_done_after_reset, spec_locked=spec_locked,
             observation_dtype=observation_dtype, env_options=env_options, **init_options)
         super().__init__(device=device, batch_size=torch.Size([n] if batched else []),
@@ -413,6 +437,15 @@ class PoolEnv(EnvBase):
         self.pool_spec: EnvSpec = self._pool.spec
         obs_space = self.pool_spec.observation_space
         image_obs = len(obs_space.shape) == 3
+        render_kwargs = dict(render_kwargs or {})
+        if camera_id is not None:
+            render_kwargs["camera_id"] = camera_id
+        if render_kwargs:
+            try:
+                self._pool.configure_render(**render_kwargs)
+            except Exception:
+                self._pool.close()
+                raise
         # Rendered frames for envs whose observations are not images (GymEnv's from_pixels).
         self._pixels: PixelFrames | None = None
         if from_pixels and not image_obs:
@@ -478,7 +511,12 @@ class PoolEnv(EnvBase):
         """Whether the fused paths may bypass ``_step``/``_reset`` (not overridden by a subclass)."""
         cls = type(self)
         return (cls._step is PoolEnv._step and cls._reset is PoolEnv._reset
-                and self._pixels is None and self.frame_skip == 1)
+                and self._pixels is None and self.frame_skip == 1 and not self._named)
+
+    @property
+    def _pixels_only(self) -> bool:
+        """Whether only rendered ``"pixels"`` are returned (no state observation)."""
+        return self._pixels is not None and self._pixels.pixels_only
 
     @property
     def pool_conventions(self) -> bool:
@@ -490,7 +528,7 @@ class PoolEnv(EnvBase):
         run by TorchRL's ``Collector``.
         """
         return (self.batched and not self._one_hot and self._obs_key == "observation"
-                and self._obs_cast is None)
+                and self._obs_cast is None and not self._named)
 
     # -- specs -----------------------------------------------------------------------
     def _make_specs(self) -> None:
@@ -499,6 +537,13 @@ class PoolEnv(EnvBase):
         self.observation_spec = observation_spec_from(
             self.pool_spec, n, list(self._info_names.values()), dev,
             observation_key=self._obs_key, observation_dtype=self._obs_cast)
+        if self._named and not self._pixels_only:
+            # DMControlEnv's entries: dm_control's keys, scalars as [1].
+            flat = self.observation_spec[self._obs_key]
+            del self.observation_spec[self._obs_key]
+            for key, shape in dmc_observations.observation_keys(self.env_id):
+                self.observation_spec[key] = Unbounded(shape=(*lead, *(shape or (1,))),
+                                                       dtype=flat.dtype, device=dev)
         if self._pixels is not None:
             if self._pixels.pixels_only:
                 del self.observation_spec[self._obs_key]
@@ -600,8 +645,11 @@ class PoolEnv(EnvBase):
         writes it under ``"next"`` of the input, and a device mismatch there costs a
         ``TensorDict.to`` on every step (about a third of a CartPole step).
         """
-        if self._pixels is not None and self._pixels.pixels_only:
+        if self._pixels_only:
             del data[self._obs_key]
+        elif self._named:
+            data.update(dmc_observations.split_observation(self.env_id, data.pop(self._obs_key),
+                                                           (1,)))
         td = TensorDict(data, batch_size=[self.num_envs], device=self.device)
         return td if self.batched else td[0]
 

@@ -67,13 +67,20 @@ def test_spec_is_minigrids(env_id: str) -> None:
 
 
 def _run_side_by_side(env_id: str, seeds: list[int], steps: int, max_steps: int | None,
-                      action_seed: int = 0, probs: list[float] | None = None) -> dict[str, int]:
-    """Steps the pool and one reference per env under the same random actions; asserts equality."""
+                      action_seed: int = 0, probs: list[float] | None = None,
+                      frames: bool = False) -> dict[str, int]:
+    """Steps the pool and one reference per env under the same random actions; asserts equality.
+
+    ``frames``: also compares ``pool.render(i)`` with the reference's own
+    ``render()`` (rgb_array) after every reset and step.
+    """
     kwargs = {} if max_steps is None else {"max_steps": max_steps}
+    if frames:
+        kwargs["render_mode"] = "rgb_array"
     options = {} if max_steps is None else {"max_episode_steps": max_steps}
     n = len(seeds)
     refs = [_reference(env_id, **kwargs) for _ in seeds]
-    counts = {"episodes": 0, "wins": 0, "losses": 0, "carrying": 0, "unlocked": 0}
+    counts = {"episodes": 0, "wins": 0, "losses": 0, "carrying": 0, "unlocked": 0, "frames": 0}
     with make(env_id, num_envs=n, seed=0, reference_seed=seeds, **options) as pool:
         obs, info = pool.reset()
         r_obs = [ref.reset(seed=s)[0] for ref, s in zip(refs, seeds)]
@@ -84,6 +91,9 @@ def _run_side_by_side(env_id: str, seeds: list[int], steps: int, max_steps: int 
             np.testing.assert_array_equal(obs[i], ro["image"], err_msg=where)
             assert info["direction"][i] == ro["direction"], where
             assert mission_text(env_id, [info["mission"][i]])[0] == ro["mission"], where
+            if frames:
+                np.testing.assert_array_equal(pool.render(i), refs[i].render(), err_msg=where)
+                counts["frames"] += 1
 
         for i in range(n):
             check(i, r_obs[i], f"{env_id} env {i} first reset")
@@ -138,6 +148,46 @@ def test_rewards_of_success_and_collision_are_compared() -> None:
     fetched = _run_side_by_side("MiniGrid-Fetch-5x5-N2-v0", seeds=[2, 3], steps=300,
                                 max_steps=None)
     assert fetched["wins"] >= 2
+
+
+@pytest.mark.parametrize("env_id", ["MiniGrid-DoorKey-5x5-v0", "MiniGrid-KeyCorridorS3R1-v0",
+                                    "MiniGrid-LavaGapS5-v0", "MiniGrid-Dynamic-Obstacles-6x6-v0",
+                                    "MiniGrid-MultiRoom-N2-S4-v0", "MiniGrid-Fetch-5x5-N2-v0"])
+def test_frames_equal_minigrids_render(env_id: str) -> None:
+    """render() draws minigrid's own frame (tiles, highlighted view, agent) over whole episodes."""
+    probs = [0.15, 0.15, 0.3, 0.15, 0.05, 0.15, 0.05]  # keys get carried, doors opened
+    counts = _run_side_by_side(env_id, seeds=[4, 9, 10], steps=80, max_steps=20, frames=True,
+                               probs=None if "Dynamic" in env_id else probs)
+    assert counts["episodes"] >= 6 and counts["frames"] == 3 * 81, counts
+    if "DoorKey" in env_id or "KeyCorridor" in env_id:
+        assert counts["carrying"] >= 1, counts
+
+
+def test_frames_through_gymnasium_and_pool_env() -> None:
+    """gymnasium.make(..., render_mode="rgb_array"), make_vec and PoolEnv draw the same frames."""
+    from torchfrag.envs import PoolEnv
+
+    env_id = "MiniGrid-DoorKey-6x6-v0"
+    env = gymnasium.make(f"torchfrag/{env_id}", render_mode="rgb_array", reference_seed=7)
+    ref = _reference(env_id, render_mode="rgb_array")
+    env.reset(seed=0)
+    ref.reset(seed=7)
+    for action in [0, 2, 2, 1, 2, 3, 5]:
+        np.testing.assert_array_equal(env.render(), ref.render())
+        env.step(action)
+        ref.step(action)
+    assert env.metadata["render_fps"] == ref.metadata["render_fps"] == 10
+    env.close()
+    vec = gymnasium.make_vec(f"torchfrag/{env_id}", num_envs=2, render_mode="rgb_array")
+    vec.reset(seed=0)
+    shown = vec.render()
+    assert len(shown) == 2 and shown[0].shape == (192, 192, 3)
+    assert vec.metadata["render_fps"] == 10
+    vec.close()
+    pool_env = PoolEnv(env_id, num_envs=2, seed=0)
+    pool_env.reset()
+    assert pool_env.render(None).shape == (2, 192, 192, 3)
+    pool_env.close()
 
 
 @pytest.mark.parametrize("env_id", ["MiniGrid-DoorKey-5x5-v0", "MiniGrid-KeyCorridorS3R1-v0",

@@ -227,9 +227,14 @@ class MiniGridEnv : public Env {
   }
 
   bool render(RenderData* out) override {
-    // The state a renderer draws from: agent pose, then the grid's encoding.
+    // What minigrid's get_frame reads (torchfrag/envs/rendering.py puts it into
+    // a minigrid env): agent pose, grid size, the carried object's encoding,
+    // then the grid's encoding row by row.
     out->state = {static_cast<double>(agent_.x), static_cast<double>(agent_.y),
-                  static_cast<double>(dir_)};
+                  static_cast<double>(dir_), static_cast<double>(grid_.width()),
+                  static_cast<double>(grid_.height()), double(carrying_.type),
+                  double(carrying_.color), double(carrying_.state)};
+    out->state.reserve(out->state.size() + 3 * static_cast<size_t>(grid_.width()) * grid_.height());
     for (int y = 0; y < grid_.height(); ++y) {
       for (int x = 0; x < grid_.width(); ++x) {
         const Cell c = grid_.get(x, y);

@@ -228,8 +228,11 @@ class PoolSingleEnv(gymnasium.Env):
     def __init__(self, env_id: str, **kwargs: Any) -> None:
         render_mode, render_kwargs = _render_arguments(env_id, kwargs)
         _frameskip_option(env_id, kwargs)
-        # Gymnasium's TimeLimit wrapper handles the limit for single envs.
-        kwargs.setdefault("max_episode_steps", 0)
+        # Gymnasium's TimeLimit wrapper handles the limit for single envs, except
+        # where the limit is part of the dynamics (MiniGrid's reward divides by its
+        # max_steps): there the pool keeps it and truncates at the wrapper's step.
+        if not env_id.startswith("MiniGrid-"):
+            kwargs.setdefault("max_episode_steps", 0)
         self.pool = EnvPool(env_id, num_envs=1, **kwargs)
         self.observation_space = self.pool.observation_space
         self.action_space = self.pool.action_space

@@ -7,13 +7,17 @@ a frame is made from:
   games), which is the frame itself, as ale-py's ``AtariEnv.render()``.
 - Classic control: the env's state (plus Pendulum's last torque).
 - MuJoCo: ``qpos`` then ``qvel``.
+- MiniGrid: the agent's position and direction, the grid's size, the carried
+  object's encoding and the grid's encoding (what minigrid's ``get_frame``
+  reads).
 
-For the last two a :class:`FrameRenderer` keeps one Gymnasium env of the same
+For the others a :class:`FrameRenderer` keeps one Gymnasium env of the same
 id, built on the first frame, puts the state into it and calls its own
 ``render()``: the very drawing code of Gymnasium (pygame for classic control,
-MuJoCo's offscreen OpenGL renderer with Gymnasium's camera for MuJoCo), so
-nothing is drawn twice in two codebases. Classic-control and Atari frames equal
-Gymnasium's after the same reset and actions. MuJoCo frames equal Gymnasium's
+MuJoCo's offscreen OpenGL renderer with Gymnasium's camera for MuJoCo, the
+``minigrid`` package's tiles for MiniGrid), so nothing is drawn twice in two
+codebases. Classic-control, Atari and MiniGrid frames equal the reference's
+after the same reset and actions. MuJoCo frames equal Gymnasium's
 for the same state (``set_state``: qpos, qvel, ``mj_forward``); after a step
 Gymnasium draws the body positions its data still holds from inside
 ``mj_step`` (with the Euler integrator, those of the last substep's start), so
@@ -31,6 +35,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -60,6 +65,8 @@ MUJOCO_RENDER_KWARGS = frozenset({"width", "height", "camera_id", "camera_name",
 
 # ale-py's AtariEnv.metadata["render_fps"].
 _ATARI_FPS = 30
+# minigrid's MiniGridEnv.metadata["render_fps"] (3.2; tests/test_minigrid.py checks it).
+_MINIGRID_FPS = 10
 
 
 class RenderError(RuntimeError):
@@ -90,6 +97,8 @@ def _family(env_id: str) -> str:
 
     if env_id in _CLASSIC:
         return "classic"
+    if env_id.startswith("MiniGrid-"):
+        return "minigrid"
     options = spec(env_id).options  # each family declares its own
     if "xml_file" in options:
         return "mujoco"
@@ -107,12 +116,15 @@ def renderable(env_id: str) -> None:
     family = _family(env_id)
     if family == "none":
         raise RenderError(f"{env_id} has no frames to render (render() supports classic"
-                          " control, Atari and MuJoCo envs)")
+                          " control, Atari, MuJoCo and MiniGrid envs)")
     if family == "classic" and importlib.util.find_spec("pygame") is None:
         raise RenderError(f"{env_id}: rendering classic control needs pygame: pip install"
                           " 'torchfrag[render]'")
     if family == "mujoco" and importlib.util.find_spec("mujoco") is None:
         raise RenderError(f"{env_id}: rendering MuJoCo envs needs the mujoco package")
+    if family == "minigrid" and importlib.util.find_spec("minigrid") is None:
+        raise RenderError(f"{env_id}: rendering MiniGrid envs needs the minigrid package:"
+                          " pip install minigrid")
 
 
 def render_fps(env_id: str, options: dict[str, Any] | None = None) -> int:
@@ -121,17 +133,21 @@ def render_fps(env_id: str, options: dict[str, Any] | None = None) -> int:
     Example:
         >>> render_fps("CartPole-v1"), render_fps("Pong-v5"), render_fps("HalfCheetah-v5")
         (50, 30, 20)
+        >>> render_fps("MiniGrid-Empty-5x5-v0")
+        10
     """
     family = _family(env_id)
     if family == "atari":
         return _ATARI_FPS
+    if family == "minigrid":
+        return _MINIGRID_FPS
     if family == "classic":
         return int(_gymnasium_class(env_id).metadata["render_fps"])
     if family == "mujoco":
         # Gymnasium's MuJoCo envs: round(1 / dt), dt = timestep * frame_skip.
         return int(np.round(1.0 / _mujoco_dt(env_id, options or {})))
     raise ValueError(f"{env_id} has no frames to render (render() supports classic control,"
-                     " Atari and MuJoCo envs)")
+                     " Atari, MuJoCo and MiniGrid envs)")
 
 
 def _gymnasium_class(env_id: str) -> type:
@@ -208,6 +224,8 @@ class FrameRenderer:
             return self._classic(data, env_index)
         if self.family == "mujoco":
             return self._mujoco(data)
+        if self.family == "minigrid":
+            return self._minigrid(data)
         raise ValueError(f"{self.env_id} has no frames to render")
 
     def close(self) -> None:
@@ -278,3 +296,34 @@ class FrameRenderer:
         kwargs = {k: self.options[k] for k in ("xml_file", "frame_skip") if k in self.options}
         kwargs.update(self.render_kwargs)
         return _gymnasium_class(self.env_id)(render_mode="rgb_array", **kwargs)
+
+    # -- MiniGrid -----------------------------------------------------------------
+    def _minigrid(self, data: np.ndarray) -> np.ndarray:
+        if self._proxy is None:
+            self._proxy = self._make_minigrid()
+        from minigrid.core.grid import Grid
+        from minigrid.core.world_object import WorldObj
+
+        env = self._proxy
+        codes = data.astype(np.int64)
+        x, y, direction, width, height = (int(v) for v in codes[:5])
+        # The pool's cells are row by row (y, x); minigrid's encoding is [x, y].
+        cells = codes[8:].reshape(height, width, 3).transpose(1, 0, 2)
+        env.grid, _ = Grid.decode(cells.astype(np.uint8))
+        env.agent_pos = (x, y)
+        env.agent_dir = direction
+        env.carrying = WorldObj.decode(*(int(v) for v in codes[5:8]))  # None if empty
+        return env.render()
+
+    def _make_minigrid(self) -> Any:
+        try:
+            import minigrid
+        except ImportError as e:
+            raise RenderError(f"{self.env_id}: rendering MiniGrid envs needs the minigrid"
+                              " package: pip install minigrid") from e
+        import gymnasium
+
+        gymnasium.register_envs(minigrid)
+        with warnings.catch_warnings():  # MultiRoom-N4-S5-v0's deprecation notice
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return gymnasium.make(self.env_id, render_mode="rgb_array").unwrapped

@@ -7,6 +7,8 @@ a frame is made from:
   games), which is the frame itself, as ale-py's ``AtariEnv.render()``.
 - Classic control: the env's state (plus Pendulum's last torque).
 - MuJoCo: ``qpos`` then ``qvel``.
+- LunarLander: the lander's and legs' positions and angles, then the
+  terrain's heights.
 - MiniGrid: the agent's position and direction, the grid's size, the carried
   object's encoding and the grid's encoding (what minigrid's ``get_frame``
   reads).
@@ -17,7 +19,11 @@ id, built on the first frame, puts the state into it and calls its own
 MuJoCo's offscreen OpenGL renderer with Gymnasium's camera for MuJoCo, the
 ``minigrid`` package's tiles for MiniGrid), so nothing is drawn twice in two
 codebases. Classic-control, Atari and MiniGrid frames equal the reference's
-after the same reset and actions. MuJoCo frames equal Gymnasium's
+after the same reset and actions. LunarLander frames equal Gymnasium's except
+for the engines' flame particles, which the pool does not simulate (Gymnasium
+makes them bodies of its world, aged by each ``render()`` call, so what it
+shows depends on how often it was asked for frames; tests/test_box2d.py
+measures the difference). MuJoCo frames equal Gymnasium's
 for the same state (``set_state``: qpos, qvel, ``mj_forward``); after a step
 Gymnasium draws the body positions its data still holds from inside
 ``mj_step`` (with the Euler integrator, those of the last substep's start), so
@@ -65,6 +71,11 @@ MUJOCO_RENDER_KWARGS = frozenset({"width", "height", "camera_id", "camera_name",
 
 # ale-py's AtariEnv.metadata["render_fps"].
 _ATARI_FPS = 30
+# LunarLander ids (their picture does not depend on the options), and the
+# constants of Gymnasium's lunar_lander.py that place its terrain.
+_LUNAR = ("LunarLander-v3", "LunarLanderContinuous-v3")
+_LUNAR_VIEWPORT = (600, 400)
+_LUNAR_SCALE = 30.0
 # minigrid's MiniGridEnv.metadata["render_fps"] (3.2; tests/test_minigrid.py checks it).
 _MINIGRID_FPS = 10
 
@@ -99,6 +110,8 @@ def _family(env_id: str) -> str:
         return "classic"
     if env_id.startswith("MiniGrid-"):
         return "minigrid"
+    if env_id in _LUNAR:
+        return "lunar"
     options = spec(env_id).options  # each family declares its own
     if "xml_file" in options:
         return "mujoco"
@@ -117,8 +130,8 @@ def renderable(env_id: str) -> None:
     if family == "none":
         raise RenderError(f"{env_id} has no frames to render (render() supports classic"
                           " control, Atari, MuJoCo and MiniGrid envs)")
-    if family == "classic" and importlib.util.find_spec("pygame") is None:
-        raise RenderError(f"{env_id}: rendering classic control needs pygame: pip install"
+    if family in ("classic", "lunar") and importlib.util.find_spec("pygame") is None:
+        raise RenderError(f"{env_id}: rendering {family} envs needs pygame: pip install"
                           " 'torchfrag[render]'")
     if family == "mujoco" and importlib.util.find_spec("mujoco") is None:
         raise RenderError(f"{env_id}: rendering MuJoCo envs needs the mujoco package")
@@ -141,7 +154,7 @@ def render_fps(env_id: str, options: dict[str, Any] | None = None) -> int:
         return _ATARI_FPS
     if family == "minigrid":
         return _MINIGRID_FPS
-    if family == "classic":
+    if family in ("classic", "lunar"):
         return int(_gymnasium_class(env_id).metadata["render_fps"])
     if family == "mujoco":
         # Gymnasium's MuJoCo envs: round(1 / dt), dt = timestep * frame_skip.
@@ -226,6 +239,8 @@ class FrameRenderer:
             return self._mujoco(data)
         if self.family == "minigrid":
             return self._minigrid(data)
+        if self.family == "lunar":
+            return self._lunar(data)
         raise ValueError(f"{self.env_id} has no frames to render")
 
     def close(self) -> None:
@@ -236,19 +251,23 @@ class FrameRenderer:
             finally:
                 self._proxy = None
 
+    def _make_pygame_env(self) -> Any:
+        """Gymnasium's env of this id, drawing with pygame off-screen."""
+        try:
+            import pygame  # noqa: F401
+        except ImportError as e:
+            raise RenderError(f"{self.env_id}: rendering {self.family} envs needs pygame:"
+                              " pip install 'torchfrag[render]'") from e
+        if _headless():
+            # pygame.display.init() (which Gymnasium calls) fails without a display
+            # unless SDL is told to draw nowhere; frames are drawn off-screen anyway.
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        return _gymnasium_class(self.env_id)(render_mode="rgb_array")
+
     # -- classic control ----------------------------------------------------------
     def _classic(self, state: np.ndarray, env_index: int) -> np.ndarray:
         if self._proxy is None:
-            try:
-                import pygame  # noqa: F401
-            except ImportError as e:
-                raise RenderError(f"{self.env_id}: rendering classic control needs pygame:"
-                                  " pip install 'torchfrag[render]'") from e
-            if _headless():
-                # pygame.display.init() (which Gymnasium calls) fails without a display
-                # unless SDL is told to draw nowhere; frames are drawn off-screen anyway.
-                os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-            self._proxy = _gymnasium_class(self.env_id)(render_mode="rgb_array")
+            self._proxy = self._make_pygame_env()
         env = self._proxy
         for option, attr in _CLASSIC[self.env_id].items():
             if option in self.options:
@@ -296,6 +315,28 @@ class FrameRenderer:
         kwargs = {k: self.options[k] for k in ("xml_file", "frame_skip") if k in self.options}
         kwargs.update(self.render_kwargs)
         return _gymnasium_class(self.env_id)(render_mode="rgb_array", **kwargs)
+
+    # -- LunarLander ---------------------------------------------------------------
+    def _lunar(self, data: np.ndarray) -> np.ndarray:
+        if self._proxy is None:
+            self._proxy = self._make_pygame_env()
+            self._proxy.reset(seed=0)  # creates the bodies whose transforms are set below
+        env = self._proxy
+        # Body transforms (float32 in Box2D, so the doubles carry them exactly);
+        # the proxy never steps, so it has no particles to draw.
+        for k, body in enumerate([env.lander, *env.legs]):
+            x, y, angle = (float(v) for v in data[3 * k:3 * k + 3])
+            body.position = (x, y)
+            body.angle = angle
+        # The terrain as Gymnasium's reset builds it from smooth_y.
+        smooth_y = [float(v) for v in data[9:]]
+        chunks = len(smooth_y)
+        width, height = _LUNAR_VIEWPORT[0] / _LUNAR_SCALE, _LUNAR_VIEWPORT[1] / _LUNAR_SCALE
+        chunk_x = [width / (chunks - 1) * i for i in range(chunks)]
+        env.sky_polys = [[(chunk_x[i], smooth_y[i]), (chunk_x[i + 1], smooth_y[i + 1]),
+                          (chunk_x[i + 1], height), (chunk_x[i], height)]
+                         for i in range(chunks - 1)]
+        return env.render()
 
     # -- MiniGrid -----------------------------------------------------------------
     def _minigrid(self, data: np.ndarray) -> np.ndarray:

@@ -3,7 +3,7 @@
 // One family holds EnvPool's MiniGrid set (Empty, DoorKey, FourRooms, LavaGap,
 // Lava/SimpleCrossing, KeyCorridor, MultiRoom, Dynamic-Obstacles, Fetch,
 // GoToDoor, Memory, DistShift, Unlock, UnlockPickup, BlockedUnlockPickup,
-// RedBlueDoors, GoToObject, PutNear)
+// RedBlueDoors, GoToObject, PutNear, LockedRoom)
 // under minigrid's ids.  A cell is stored as its 3-byte
 // encoding (object, colour, state), so the observation is a copy of cells and
 // needs no per-object lookups.
@@ -124,7 +124,7 @@ class Grid {
 enum class Kind { kEmpty, kDoorKey, kFourRooms, kLavaGap, kCrossing, kKeyCorridor, kMultiRoom,
                   kDynamicObstacles, kFetch, kGoToDoor, kMemory, kDistShift, kUnlock,
                   kUnlockPickup, kBlockedUnlockPickup, kRedBlueDoors,
-                  kGoToObject, kPutNear };
+                  kGoToObject, kPutNear, kLockedRoom };
 
 // One registered id: its generator and minigrid's constructor arguments.
 struct Config {
@@ -363,6 +363,7 @@ class MiniGridEnv : public Env {
       case Kind::kRedBlueDoors: gen_red_blue_doors(h); break;
       case Kind::kGoToObject:
       case Kind::kPutNear: gen_objects(w, h); break;
+      case Kind::kLockedRoom: gen_locked_room(w, h); break;
     }
   }
 
@@ -534,6 +535,54 @@ class MiniGridEnv : public Env {
     target_pos_ = at[static_cast<size_t>(other)];
     const Cell& near_to = objs[static_cast<size_t>(other)];
     mission_ = chosen_code * 18 + color_name_index(near_to.color) * 3 + type_index(near_to);
+  }
+
+  // Six side rooms with coloured doors off a central hall; one is locked and
+  // holds the goal, another its key.
+  void gen_locked_room(int w, int h) {
+    grid_.wall_rect(0, 0, w, h);
+    const int lw = w / 2 - 2, rw = w / 2 + 2;
+    grid_.vert_wall(lw, 0, h);
+    grid_.vert_wall(rw, 0, h);
+    struct SideRoom {
+      Pos top, door;
+    };
+    std::vector<SideRoom> rooms;
+    for (int n = 0; n < 3; ++n) {
+      const int j = n * (h / 3);
+      grid_.horz_wall(0, j, lw);
+      grid_.horz_wall(rw, j, w - rw);
+      rooms.push_back({Pos{0, j}, Pos{lw, j + 3}});
+      rooms.push_back({Pos{rw, j}, Pos{rw, j + 3}});
+    }
+    const Pos size{lw + 1, h / 3 + 1};
+    // LockedRoom.rand_pos: a cell inside the room's walls, x drawn first.
+    auto rand_pos = [&](const SideRoom& r) {
+      const int x = rand_int(r.top.x + 1, r.top.x + size.x - 1);
+      const int y = rand_int(r.top.y + 1, r.top.y + size.y - 1);
+      return Pos{x, y};
+    };
+    const int locked = rand_int(0, 6);
+    const Pos goal = rand_pos(rooms[static_cast<size_t>(locked)]);
+    grid_.set(goal.x, goal.y, kGoalCell);
+    // Each room draws a colour from those left, in minigrid's sorted-name order.
+    std::vector<uint8_t> left(kColorNames.begin(), kColorNames.end());
+    std::vector<uint8_t> colors;
+    for (size_t k = 0; k < rooms.size(); ++k) {
+      const int idx = rand_int(0, static_cast<int>(left.size()));
+      colors.push_back(left[static_cast<size_t>(idx)]);
+      left.erase(left.begin() + idx);
+      grid_.set(rooms[k].door.x, rooms[k].door.y,
+                make(kDoor, colors.back(), static_cast<int>(k) == locked ? kLocked : kClosed));
+    }
+    int key_room = locked;
+    while (key_room == locked) key_room = rand_int(0, 6);
+    const uint8_t key_color = colors[static_cast<size_t>(locked)];
+    const Pos key = rand_pos(rooms[static_cast<size_t>(key_room)]);
+    grid_.set(key.x, key.y, make(kKey, key_color));
+    place_agent(Pos{lw, 0}, Pos{rw - lw, h});
+    mission_ = color_name_index(key_color) * 6 +
+               color_name_index(colors[static_cast<size_t>(key_room)]);
   }
 
   // A room between a red door (target_pos_) and a blue one (success_pos_).
@@ -1124,6 +1173,10 @@ inline const std::map<std::string, Config>& configs() {
       c.max_steps = 20 * s * s;
       add("RedBlueDoors-" + std::to_string(s) + "x" + std::to_string(s), c);
     }
+    Config locked = square(Kind::kLockedRoom, 19, 0, false);
+    locked.max_steps = 10 * 19;
+    locked.num_missions = 36;
+    add("LockedRoom", locked);
     for (int row : {2, 5}) {
       Config c;
       c.kind = Kind::kDistShift;

@@ -66,6 +66,9 @@ def missions(env_id: str) -> list[str]:
     objects = [f"{c} {t}" for c in _COLOR_NAMES for t in ("key", "ball", "box")]
     if env_id.startswith("MiniGrid-GoToObject-"):
         return [f"go to the {o}" for o in objects]
+    if env_id == "MiniGrid-LockedRoom-v0":
+        return [f"get the {a} key from the {b} room, unlock the {a} door and go to the goal"
+                for a in _COLOR_NAMES for b in _COLOR_NAMES]
     if env_id.startswith("MiniGrid-PutNear-"):
         return [f"put the {a} near the {b}" for a in objects for b in objects]
     if env_id in ("MiniGrid-UnlockPickup-v0", "MiniGrid-BlockedUnlockPickup-v0"):

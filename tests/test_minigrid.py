@@ -45,7 +45,7 @@ ENVPOOL_SET = (
     + ["MiniGrid-RedBlueDoors-6x6-v0", "MiniGrid-RedBlueDoors-8x8-v0"]
     + ["MiniGrid-GoToObject-6x6-N2-v0", "MiniGrid-GoToObject-8x8-N2-v0"]
     + ["MiniGrid-PutNear-6x6-N2-v0", "MiniGrid-PutNear-8x8-N3-v0"]
-    + ["MiniGrid-LockedRoom-v0"]
+    + ["MiniGrid-LockedRoom-v0", "MiniGrid-Playground-v0"]
 )
 
 

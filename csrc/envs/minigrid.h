@@ -3,7 +3,7 @@
 // One family holds EnvPool's MiniGrid set (Empty, DoorKey, FourRooms, LavaGap,
 // Lava/SimpleCrossing, KeyCorridor, MultiRoom, Dynamic-Obstacles, Fetch,
 // GoToDoor, Memory, DistShift, Unlock, UnlockPickup, BlockedUnlockPickup,
-// RedBlueDoors, GoToObject, PutNear, LockedRoom)
+// RedBlueDoors, GoToObject, PutNear, LockedRoom, Playground)
 // under minigrid's ids.  A cell is stored as its 3-byte
 // encoding (object, colour, state), so the observation is a copy of cells and
 // needs no per-object lookups.
@@ -124,7 +124,7 @@ class Grid {
 enum class Kind { kEmpty, kDoorKey, kFourRooms, kLavaGap, kCrossing, kKeyCorridor, kMultiRoom,
                   kDynamicObstacles, kFetch, kGoToDoor, kMemory, kDistShift, kUnlock,
                   kUnlockPickup, kBlockedUnlockPickup, kRedBlueDoors,
-                  kGoToObject, kPutNear, kLockedRoom };
+                  kGoToObject, kPutNear, kLockedRoom, kPlayground };
 
 // One registered id: its generator and minigrid's constructor arguments.
 struct Config {
@@ -364,6 +364,7 @@ class MiniGridEnv : public Env {
       case Kind::kGoToObject:
       case Kind::kPutNear: gen_objects(w, h); break;
       case Kind::kLockedRoom: gen_locked_room(w, h); break;
+      case Kind::kPlayground: gen_playground(w, h); break;
     }
   }
 
@@ -535,6 +536,33 @@ class MiniGridEnv : public Env {
     target_pos_ = at[static_cast<size_t>(other)];
     const Cell& near_to = objs[static_cast<size_t>(other)];
     mission_ = chosen_code * 18 + color_name_index(near_to.color) * 3 + type_index(near_to);
+  }
+
+  // 3x3 rooms joined by closed doors of random colours, 12 random objects, no task.
+  void gen_playground(int w, int h) {
+    static constexpr uint8_t kTypes[3] = {kKey, kBall, kBox};
+    grid_.wall_rect(0, 0, w, h);
+    const int rw = w / 3, rh = h / 3;
+    for (int j = 0; j < 3; ++j) {
+      for (int i = 0; i < 3; ++i) {
+        const int xl = i * rw, yt = j * rh, xr = xl + rw, yb = yt + rh;
+        if (i + 1 < 3) {
+          grid_.vert_wall(xr, yt, rh);
+          const int y = rand_int(yt + 1, yb - 1);
+          grid_.set(xr, y, make(kDoor, rand_color(), kClosed));
+        }
+        if (j + 1 < 3) {
+          grid_.horz_wall(xl, yb, rw);
+          const int x = rand_int(xl + 1, xr - 1);
+          grid_.set(x, yb, make(kDoor, rand_color(), kClosed));
+        }
+      }
+    }
+    place_agent();
+    for (int k = 0; k < 12; ++k) {
+      const uint8_t type = kTypes[rand_int(0, 3)];  // type first, then colour, as minigrid
+      place_obj(make(type, rand_color()));
+    }
   }
 
   // Six side rooms with coloured doors off a central hall; one is locked and
@@ -1173,6 +1201,9 @@ inline const std::map<std::string, Config>& configs() {
       c.max_steps = 20 * s * s;
       add("RedBlueDoors-" + std::to_string(s) + "x" + std::to_string(s), c);
     }
+    Config playground = square(Kind::kPlayground, 19, 0, false);
+    playground.max_steps = 100;
+    add("Playground", playground);
     Config locked = square(Kind::kLockedRoom, 19, 0, false);
     locked.max_steps = 10 * 19;
     locked.num_missions = 36;

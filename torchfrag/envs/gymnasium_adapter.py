@@ -238,8 +238,11 @@ class PoolSingleEnv(gymnasium.Env):
         render_mode, render_kwargs = _render_arguments(env_id, kwargs)
         self._named = dmc_observations.check_named(env_id, named_observations)
         _frameskip_option(env_id, kwargs)
-        # Gymnasium's TimeLimit wrapper handles the limit for single envs.
-        kwargs.setdefault("max_episode_steps", 0)
+        # Gymnasium's TimeLimit wrapper handles the limit for single envs, except
+        # where the limit is part of the dynamics (MiniGrid's reward divides by its
+        # max_steps): there the pool keeps it and truncates at the wrapper's step.
+        if not env_id.startswith("MiniGrid-"):
+            kwargs.setdefault("max_episode_steps", 0)
         self.pool = EnvPool(env_id, num_envs=1, **kwargs)
         self.observation_space = (dmc_observations.dict_space(env_id) if self._named
                                   else self.pool.observation_space)

@@ -390,9 +390,14 @@ def register_gymnasium_envs() -> None:
         if full in gymnasium.registry:
             continue
         try:
-            s = env_spec(env_id)
-            limits = {"max_episode_steps": s.max_episode_steps or None,
-                      "reward_threshold": s.reward_threshold}
+            if dmc_observations.is_dmc(env_id):
+                # A DMC spec compiles the task's model (0.25-0.9 s each); every suite task
+                # has dm_control's 1000-step limit and no threshold (tests/test_dmc.py checks).
+                limits = {"max_episode_steps": dmc_observations.DMC_STEP_LIMIT, "reward_threshold": None}
+            else:
+                s = env_spec(env_id)
+                limits = {"max_episode_steps": s.max_episode_steps or None,
+                          "reward_threshold": s.reward_threshold}
         except ValueError as err:
             # An optional family whose files are absent (DMC without the dmc extra): the
             # id stays registered, so making it raises that same clear error, and

@@ -203,9 +203,9 @@ def _gymnasium_class(env_id: str) -> type:
 
 
 def _mujoco_dt(env_id: str, options: dict[str, Any]) -> float:
-    from torchfrag.envs.spec import spec
-
     import mujoco
+
+    from torchfrag.envs.spec import spec
 
     opts = {name: o.default for name, o in spec(env_id).options.items()}
     opts.update(options)

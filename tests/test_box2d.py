@@ -242,10 +242,11 @@ def test_continuous_option_switches_the_action_space() -> None:
 
 def _rows(obs: np.ndarray, reward: np.ndarray) -> np.ndarray:
     """Observation and reward of each env as one float64 row."""
-    return np.concatenate([obs.astype(np.float64), np.asarray(reward, np.float64)[:, None]], 1)
+    flat = obs.reshape(len(obs), -1).astype(np.float64)
+    return np.concatenate([flat, np.asarray(reward, np.float64)[:, None]], 1)
 
 
-@pytest.mark.parametrize("env_id", BOX2D_IDS)
+@pytest.mark.parametrize("env_id", [*BOX2D_IDS, "CarRacing-v3"])
 def test_same_trajectories_whatever_the_threads_and_async_order(env_id: str) -> None:
     num_envs, steps = 6, 150
     rng = np.random.default_rng(1)
@@ -282,11 +283,13 @@ def test_same_trajectories_whatever_the_threads_and_async_order(env_id: str) -> 
         np.testing.assert_array_equal(np.stack(seen[i]), one[:, i], err_msg=f"env {i}")
 
 
-def test_seeds_change_the_terrain_and_push() -> None:
-    with make("LunarLander-v3", num_envs=2, seed=[3, 3]) as same:
+@pytest.mark.parametrize("env_id", ["LunarLander-v3", "CarRacing-v3"])
+def test_seeds_change_the_terrain_and_push(env_id: str) -> None:
+    """Same seed, same terrain and push (CarRacing: track and picture); another seed, others."""
+    with make(env_id, num_envs=2, seed=[3, 3]) as same:
         a = same.reset()[0]
     assert np.array_equal(a[0], a[1])
-    with make("LunarLander-v3", num_envs=2, seed=[3, 4]) as other:
+    with make(env_id, num_envs=2, seed=[3, 4]) as other:
         b = other.reset()[0]
     assert not np.array_equal(b[0], b[1])
 

@@ -32,7 +32,9 @@ pytest.importorskip("mujoco")
 from torchfrag.envs import list_envs, make, spec  # noqa: E402
 
 REF_DIR = os.path.join(os.path.dirname(__file__), "dmc_reference")
-TASKS = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(REF_DIR, "*.npz")))
+# One trajectory file per task (named after its id); the folder also holds the named
+# observations' and frames' references (tests/test_dmc_observations.py, test_dmc_pixels.py).
+TASKS = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(REF_DIR, "*-v1.npz")))
 # Compared within 1e-6 (and for walker, hopper and humanoid a shorter horizon), see above.
 CHAOTIC = ("Walker", "Hopper", "Humanoid", "ManipulatorBringPeg", "ManipulatorInsertPeg")
 

@@ -7,6 +7,10 @@ a frame is made from:
   games), which is the frame itself, as ale-py's ``AtariEnv.render()``.
 - Classic control: the env's state (plus Pendulum's last torque).
 - MuJoCo: ``qpos`` then ``qvel``.
+- DeepMind Control Suite: ``qpos``, ``qvel`` and the model fields tasks write
+  at reset, drawn by :mod:`torchfrag.envs.dmc_rendering` as dm_control's
+  ``physics.render`` draws them (camera 0, 240 x 320 by default, as TorchRL's
+  ``DMControlEnv``; ``width``, ``height`` and ``camera_id`` change them).
 - LunarLander: the lander's and legs' positions and angles, then the
   terrain's heights.
 - BipedalWalker: the episode number, the hull's and legs' positions and
@@ -15,7 +19,7 @@ a frame is made from:
   object's encoding and the grid's encoding (what minigrid's ``get_frame``
   reads).
 
-For the others a :class:`FrameRenderer` keeps one Gymnasium env of the same
+For the rest (not Atari, not DMC) a :class:`FrameRenderer` keeps one reference env of the same
 id, built on the first frame, puts the state into it and calls its own
 ``render()``: the very drawing code of Gymnasium (pygame for classic control,
 MuJoCo's offscreen OpenGL renderer with Gymnasium's camera for MuJoCo, the
@@ -74,6 +78,9 @@ _CLASSIC: dict[str, dict[str, str]] = {
 MUJOCO_RENDER_KWARGS = frozenset({"width", "height", "camera_id", "camera_name",
                                   "default_camera_config", "max_geom", "visual_options"})
 
+# The rendering keywords of the DeepMind Control Suite ids (dm_control's physics.render).
+_DMC_RENDER_KWARGS = frozenset({"width", "height", "camera_id"})
+
 # ale-py's AtariEnv.metadata["render_fps"].
 _ATARI_FPS = 30
 # LunarLander ids (their picture does not depend on the options), and the
@@ -91,6 +98,9 @@ _WALKER_TERRAIN = 200  # TERRAIN_LENGTH points
 _WALKER_CLOUDS = 10
 # minigrid's MiniGridEnv.metadata["render_fps"] (3.2; tests/test_minigrid.py checks it).
 _MINIGRID_FPS = 10
+# What the "no frames" errors name.
+_SUPPORTED = ("render() supports classic control, Atari, MuJoCo, DeepMind Control Suite, MiniGrid,"
+              " LunarLander and BipedalWalker envs")
 
 
 class RenderError(RuntimeError):
@@ -117,10 +127,13 @@ def check_render_mode(env_id: str, render_mode: str | None) -> None:
 
 
 def _family(env_id: str) -> str:
+    from torchfrag.envs.dmc_observations import is_dmc
     from torchfrag.envs.spec import spec
 
     if env_id in _CLASSIC:
         return "classic"
+    if is_dmc(env_id):
+        return "dmc"
     if env_id.startswith("MiniGrid-"):
         return "minigrid"
     if env_id in _LUNAR:
@@ -143,12 +156,11 @@ def renderable(env_id: str) -> None:
     """
     family = _family(env_id)
     if family == "none":
-        raise RenderError(f"{env_id} has no frames to render (render() supports classic"
-                          " control, Atari, MuJoCo and MiniGrid envs)")
+        raise RenderError(f"{env_id} has no frames to render ({_SUPPORTED})")
     if family in ("classic", "lunar", "walker") and importlib.util.find_spec("pygame") is None:
         raise RenderError(f"{env_id}: rendering {family} envs needs pygame: pip install"
                           " 'torchfrag[render]'")
-    if family == "mujoco" and importlib.util.find_spec("mujoco") is None:
+    if family in ("mujoco", "dmc") and importlib.util.find_spec("mujoco") is None:
         raise RenderError(f"{env_id}: rendering MuJoCo envs needs the mujoco package")
     if family == "minigrid" and importlib.util.find_spec("minigrid") is None:
         raise RenderError(f"{env_id}: rendering MiniGrid envs needs the minigrid package:"
@@ -167,6 +179,10 @@ def render_fps(env_id: str, options: dict[str, Any] | None = None) -> int:
     family = _family(env_id)
     if family == "atari":
         return _ATARI_FPS
+    if family == "dmc":
+        from torchfrag.envs.dmc_rendering import render_fps as dmc_fps
+
+        return dmc_fps(env_id)
     if family == "minigrid":
         return _MINIGRID_FPS
     if family in ("classic", "lunar", "walker"):
@@ -174,8 +190,7 @@ def render_fps(env_id: str, options: dict[str, Any] | None = None) -> int:
     if family == "mujoco":
         # Gymnasium's MuJoCo envs: round(1 / dt), dt = timestep * frame_skip.
         return int(np.round(1.0 / _mujoco_dt(env_id, options or {})))
-    raise ValueError(f"{env_id} has no frames to render (render() supports classic control,"
-                     " Atari, MuJoCo and MiniGrid envs)")
+    raise ValueError(f"{env_id} has no frames to render ({_SUPPORTED})")
 
 
 def _gymnasium_class(env_id: str) -> type:
@@ -209,6 +224,21 @@ def _headless() -> bool:
     return not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY")
 
 
+def _gl_backend() -> None:
+    """EGL for MuJoCo on a machine without a display, unless ``MUJOCO_GL`` says otherwise."""
+    if not os.environ.get("MUJOCO_GL") and _headless():
+        os.environ["MUJOCO_GL"] = "egl"
+
+
+def _no_gl(env_id: str, e: Exception) -> RenderError:
+    """The error for a MuJoCo frame that could not be drawn: what to install or set."""
+    return RenderError(
+        f"{env_id}: MuJoCo could not render with MUJOCO_GL={os.environ.get('MUJOCO_GL')!r} "
+        f"({type(e).__name__}: {e}); on a headless machine install libEGL (Debian: "
+        "libegl-mesa0) and set MUJOCO_GL=egl, or install OSMesa (libosmesa6) and set "
+        "MUJOCO_GL=osmesa")
+
+
 class FrameRenderer:
     """Turns the pool's render data of one env into an RGB frame ``[H, W, 3]`` uint8.
 
@@ -235,14 +265,15 @@ class FrameRenderer:
         self.render_kwargs = dict(render_kwargs or {})
         self.family = _family(env_id)
         if self.render_kwargs:
-            if self.family != "mujoco":
+            if self.family not in ("mujoco", "dmc"):
                 raise ValueError(f"{env_id}: rendering arguments {sorted(self.render_kwargs)} only"
-                                 " apply to MuJoCo envs")
-            unknown = set(self.render_kwargs) - MUJOCO_RENDER_KWARGS
+                                 " apply to MuJoCo and DeepMind Control Suite envs")
+            allowed = _DMC_RENDER_KWARGS if self.family == "dmc" else MUJOCO_RENDER_KWARGS
+            unknown = set(self.render_kwargs) - allowed
             if unknown:
                 raise ValueError(f"{env_id}: unknown rendering arguments {sorted(unknown)};"
-                                 f" allowed: {sorted(MUJOCO_RENDER_KWARGS)}")
-        self._proxy: Any = None  # the Gymnasium env that draws (all but Atari)
+                                 f" allowed: {sorted(allowed)}")
+        self._proxy: Any = None  # the reference env that draws (all but Atari and DMC)
         # BipedalWalker: the terrain the proxy holds, and per env (episode, frames
         # drawn in it), which Gymnasium's lidar animation follows.
         self._walker_terrain: bytes | None = None
@@ -256,6 +287,8 @@ class FrameRenderer:
             return self._classic(data, env_index)
         if self.family == "mujoco":
             return self._mujoco(data)
+        if self.family == "dmc":
+            return self._dmc(data)
         if self.family == "minigrid":
             return self._minigrid(data)
         if self.family == "lunar":
@@ -319,11 +352,20 @@ class FrameRenderer:
         try:
             return env.render()
         except Exception as e:  # no usable OpenGL: say what to install or set
-            raise RenderError(
-                f"{self.env_id}: MuJoCo could not render with MUJOCO_GL="
-                f"{os.environ.get('MUJOCO_GL')!r} ({type(e).__name__}: {e}); on a headless "
-                "machine install libEGL (Debian: libegl-mesa0) and set MUJOCO_GL=egl, or "
-                "install OSMesa (libosmesa6) and set MUJOCO_GL=osmesa") from e
+            raise _no_gl(self.env_id, e) from e
+
+    def _dmc(self, state: np.ndarray) -> np.ndarray:
+        if self._proxy is None:
+            from torchfrag.envs.dmc_rendering import DmcDrawer
+
+            _gl_backend()
+            self._proxy = DmcDrawer(self.env_id, **self.render_kwargs)
+        try:
+            return self._proxy.frame(state)
+        except ValueError:
+            raise
+        except Exception as e:  # no usable OpenGL
+            raise _no_gl(self.env_id, e) from e
 
     def _make_mujoco(self) -> Any:
         try:
@@ -331,8 +373,7 @@ class FrameRenderer:
         except ImportError as e:
             raise RenderError(f"{self.env_id}: rendering MuJoCo envs needs the mujoco"
                               " package") from e
-        if not os.environ.get("MUJOCO_GL") and _headless():
-            os.environ["MUJOCO_GL"] = "egl"
+        _gl_backend()
         kwargs = {k: self.options[k] for k in ("xml_file", "frame_skip") if k in self.options}
         kwargs.update(self.render_kwargs)
         return _gymnasium_class(self.env_id)(render_mode="rgb_array", **kwargs)

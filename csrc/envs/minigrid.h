@@ -53,6 +53,9 @@ inline int color_name_index(uint8_t c) {
   return 0;
 }
 
+// minigrid's ["key", "ball", "box"]: the order in which its envs draw object types.
+constexpr std::array<uint8_t, 3> kObjectTypes = {kKey, kBall, kBox};
+
 enum Act : int { kLeft = 0, kRight = 1, kForward = 2, kPickup = 3, kDrop = 4, kToggle = 5,
                     kDone = 6 };
 
@@ -494,14 +497,13 @@ class MiniGridEnv : public Env {
   // GoToObject and PutNear: cfg_.n distinct (type, colour) objects, PutNear's
   // not next to each other; mission indices as torchfrag/envs/minigrid.py lists them.
   void gen_objects(int w, int h) {
-    static constexpr uint8_t kTypes[3] = {kKey, kBall, kBox};
     const bool put_near = cfg_.kind == Kind::kPutNear;
     grid_.wall_rect(0, 0, w, h);
     std::vector<Cell> objs;
     std::vector<Pos> at;
     auto type_index = [](const Cell& c) { return c.type == kKey ? 0 : c.type == kBall ? 1 : 2; };
     while (static_cast<int>(objs.size()) < cfg_.n) {
-      const uint8_t type = kTypes[rand_int(0, 3)];  // type first, then colour, as minigrid
+      const uint8_t type = kObjectTypes[rand_int(0, 3)];  // type first, then colour, as minigrid
       const Cell obj = make(type, rand_color());
       if (std::any_of(objs.begin(), objs.end(), [&obj](const Cell& o) {
             return o.type == obj.type && o.color == obj.color;
@@ -540,7 +542,6 @@ class MiniGridEnv : public Env {
 
   // 3x3 rooms joined by closed doors of random colours, 12 random objects, no task.
   void gen_playground(int w, int h) {
-    static constexpr uint8_t kTypes[3] = {kKey, kBall, kBox};
     grid_.wall_rect(0, 0, w, h);
     const int rw = w / 3, rh = h / 3;
     for (int j = 0; j < 3; ++j) {
@@ -560,7 +561,7 @@ class MiniGridEnv : public Env {
     }
     place_agent();
     for (int k = 0; k < 12; ++k) {
-      const uint8_t type = kTypes[rand_int(0, 3)];  // type first, then colour, as minigrid
+      const uint8_t type = kObjectTypes[rand_int(0, 3)];  // type first, then colour, as minigrid
       place_obj(make(type, rand_color()));
     }
   }

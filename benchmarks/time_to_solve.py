@@ -45,6 +45,10 @@ Examples (shell)::
     python -m benchmarks.time_to_solve --tasks ppo-cartpole dqn-cartpole --seeds 0 \\
         --cleanrl /path/to/cleanrl --torchrl /path/to/pytorch-rl
     python -m benchmarks.time_to_solve --tasks ppo-halfcheetah --seeds 0 1 2 --max-seconds 7200
+    # SAC HalfCheetah to 3000 on a GPU machine: the three systems side by side (``--parallel``),
+    # each process on its own third of the cores, networks on the GPU; JSON + PNG into DIR
+    python -m benchmarks.time_to_solve --algo sac --env HalfCheetah-v5 --target 3000 \
+        --device cuda --parallel --max-seconds 420 --out DIR
 
 Example:
     >>> from benchmarks.time_to_solve import TASKS, window_mean
@@ -641,7 +645,7 @@ def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tasks", nargs="+", default=["ppo-cartpole", "dqn-cartpole"], choices=sorted(TASKS))
-    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--seeds", nargs="+", type=int, default=None, help="default 0 1 2 (with --algo: 0)")
     p.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
     p.add_argument("--window", type=int, default=20, help="training episodes in the mean (default 20)")
     p.add_argument("--max-seconds", type=float, default=1800.0, help="per run (default 1800)")
@@ -668,6 +672,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     tasks = args.tasks
+    if args.seeds is None:
+        args.seeds = [0] if args.algo else [0, 1, 2]
     if args.algo:
         name = f"time_to_solve_{args.algo}_{args.env}" + (f"_{args.tag}" if args.tag else "")
         task_name = f"{args.algo}-{args.env}"

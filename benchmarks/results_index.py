@@ -288,8 +288,8 @@ BENCHMARKS: list[Benchmark] = [
               "PPO HalfCheetah: time to a return of 3000 vs CleanRL and TorchRL",
               ("time_to_solve_ppo_halfcheetah.json", "time_to_solve_ppo_halfcheetah.png"), _time_to_solve),
     Benchmark("time_to_solve_sac", "python -m benchmarks.time_to_solve --tasks sac-halfcheetah-speed "
-              "--tag sac_speed; ... --tasks sac-pendulum --window 10 --tag sac_pendulum; "
-              "... --merge sac_speed sac_pendulum --tag sac",
+              "--seeds 0 1 2 --tag sac_speed; ... --tasks sac-pendulum --seeds 0 1 --window 10 "
+              "--tag sac_pendulum; ... --merge sac_speed sac_pendulum --tag sac",
               "SAC: HalfCheetah frames/s and Pendulum time to -250 vs CleanRL- and TorchRL-style SAC",
               ("time_to_solve_sac.json", "time_to_solve_sac.png"), _time_to_solve),
     Benchmark("time_to_solve_dqn_cartpole", "python -m benchmarks.time_to_solve --tag dqn_cartpole",

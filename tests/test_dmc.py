@@ -218,3 +218,20 @@ def test_generated_models_match_their_templates_and_refuse_bad_input(tmp_path) -
         manipulator_xml(suite, "throw_ball")
     assert spec("SwimmerSwimmer6-v1").observation_space.shape == (25,)
     assert spec("ManipulatorBringBall-v1").observation_space.shape == (44,)
+
+
+def test_the_cli_starts_without_the_dmc_extra(tmp_path) -> None:
+    """The CLI registers every id as ``env=<id>``; it must not need a DMC spec for that (without
+    dm_control a SAC HalfCheetah run once failed before starting, found on a GPU machine)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "sitecustomize.py").write_text("import sys; sys.modules['dm_control'] = None\n")
+    env = {k: v for k, v in os.environ.items() if k != "TORCHFRAG_DMC_ASSETS"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), root])
+    out = subprocess.run([sys.executable, "-m", "torchfrag.train", "algo=sac_mujoco",
+                          "env=HalfCheetah-v5", "--cfg", "job"], check=False, capture_output=True,
+                         text=True, env=env, timeout=180, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "HalfCheetah-v5" in out.stdout

@@ -166,3 +166,17 @@ def test_sac_device_is_checked_before_anything_is_built() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="algo.device='cuda': CUDA is not available"):
             SACConfig(device="cuda").validate()
+
+
+def test_sac_moves_its_sample_to_the_device_by_a_fragment_on_every_device() -> None:
+    """``algo.device=cuda`` once failed to capture on a GPU (``sample.to(device)`` written in the
+    loop only when the device was not the CPU): the move is now a ToDevice fragment that the CPU
+    loop captures and runs too, so this test runs the GPU's graph."""
+    loop = make_sac("Pendulum-v1", {"num_envs": 2, "steps": 2, "updates": 1, "batch_size": 8,
+                                    "learning_starts": 16, "hidden": [16]}, seed=0)
+    try:
+        graph = capture(loop)
+        assert "to_device" in [n.name for n in graph.nodes]
+        run(graph, iterations=1)
+    finally:
+        loop.close()

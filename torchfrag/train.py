@@ -151,6 +151,7 @@ def _registered_env_nodes(conf_dir: str) -> tuple[EnvConfig, ...]:
     from omegaconf import OmegaConf
 
     from torchfrag.envs import list_envs, spec
+    from torchfrag.envs.dmc_observations import is_dmc
 
     folder = os.path.join(conf_dir, "env")
     nodes = []
@@ -159,9 +160,12 @@ def _registered_env_nodes(conf_dir: str) -> tuple[EnvConfig, ...]:
             continue
         options: dict[str, Any] = {}
         eval_envs = EnvConfig.eval_envs
+        # DMC ids have no family template, and their spec compiles a MuJoCo model (slow, and
+        # impossible without the optional dm_control): the CLI must start without them.
+        own_options = () if is_dmc(env_id) else spec(env_id).options
         for option, template in _FAMILY_TEMPLATES:
             path = os.path.join(folder, f"{template}.yaml")
-            if option in spec(env_id).options and os.path.isfile(path):
+            if option in own_options and os.path.isfile(path):
                 conf = OmegaConf.load(path)
                 options = OmegaConf.to_container(conf.get("options", {}))
                 eval_envs = int(conf.get("eval_envs", eval_envs))

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from tensordict import TensorDictBase
 from torch import nn
 from torchrl.envs import RewardScaling
 
 from torchfrag.fragments import Fragment
 
-__all__ = ["Anneal", "RewardScale", "TargetUpdate"]
+__all__ = ["Anneal", "RewardScale", "TargetUpdate", "ToDevice"]
 
 
 class RewardScale(Fragment):
@@ -64,6 +65,32 @@ class RewardScale(Fragment):
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         return self.transform(tensordict)
+
+
+class ToDevice(Fragment):
+    """Moves a batch to ``device`` (asynchronously where it can): a learner's input on its device.
+
+    On the device the batch is already on, ``TensorDict.to`` returns it unchanged, so a loop
+    keeps the same captured graph on every device (no step that exists only on a GPU).
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from torchfrag.algos.fragments import ToDevice
+        >>> td = TensorDict(x=torch.ones(2), batch_size=[2])
+        >>> ToDevice("cpu")(td) is td
+        True
+    """
+
+    def __init__(self, device: torch.device | str) -> None:
+        super().__init__((), ())
+        self.device = torch.device(device)
+
+    def describe(self) -> str:
+        return f"ToDevice({self.device})"
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return tensordict.to(self.device, non_blocking=True)
 
 
 class TargetUpdate(Fragment):

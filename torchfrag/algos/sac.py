@@ -36,7 +36,7 @@ from torchrl.objectives import SoftUpdate
 
 from torchfrag.algos.config import AlgoConfig
 from torchfrag.algos.envs import is_discrete
-from torchfrag.algos.fragments import TargetUpdate
+from torchfrag.algos.fragments import TargetUpdate, ToDevice
 from torchfrag.algos.loop import LoopBase
 from torchfrag.algos.networks import mlp
 from torchfrag.algos.replay import REPLAY_KEYS as _REPLAY_KEYS
@@ -208,6 +208,7 @@ class SACLoop(LoopBase):
         self.write = ReplayWrite(self.buffer, in_keys=_REPLAY_KEYS)
         self.sample = ReplaySample(self.buffer, batch_size=cfg.updates * cfg.batch_size,
                                    out_keys=_REPLAY_KEYS)
+        self.to_device = ToDevice(self.device)
         self.loss = FastSACLoss(actor, qnet, num_qvalue_nets=2, loss_function=cfg.loss_function,
                                 alpha_init=cfg.alpha_init, delay_qvalue=True,
                                 action_spec=env.action_spec_unbatched)
@@ -224,9 +225,7 @@ class SACLoop(LoopBase):
     def forward(self) -> TensorDictBase:
         batch = self.rollout()
         batch = self.write(batch.select(*_REPLAY_KEYS))
-        sample = self.sample(batch)
-        if self.device.type != "cpu":
-            sample = sample.to(self.device, non_blocking=True)
+        sample = self.to_device(self.sample(batch))
         metrics = self.learn(sample)
         return self.target(metrics)
 

@@ -305,10 +305,10 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def write_json(name: str, payload: dict[str, Any]) -> str:
-    """Writes ``benchmarks/results/<name>.json`` and returns its path."""
-    os.makedirs(RESULTS_DIR, exist_ok=True)
-    path = os.path.join(RESULTS_DIR, f"{name}.json")
+def write_json(name: str, payload: dict[str, Any], folder: str = RESULTS_DIR) -> str:
+    """Writes ``<folder>/<name>.json`` (default ``benchmarks/results``) and returns its path."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{name}.json")
     payload = {"machine": machine_info(), **payload}
     with open(path, "w") as f:
         json.dump(payload, f, indent=2, default=float)

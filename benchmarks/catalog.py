@@ -45,8 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Family -> (env ids measured, the --quick subset); envpool 1.2.5 has the same ids.
 FAMILIES: dict[str, tuple[list[str], list[str]]] = {
     "box2d": (["LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
-               "BipedalWalkerHardcore-v3"],
-              ["LunarLander-v3", "BipedalWalker-v3"]),
+               "BipedalWalkerHardcore-v3", "CarRacing-v3"],
+              ["LunarLander-v3", "BipedalWalker-v3", "CarRacing-v3"]),
     "minigrid": (["MiniGrid-Empty-8x8-v0", "MiniGrid-DoorKey-8x8-v0", "MiniGrid-FourRooms-v0",
                   "MiniGrid-LavaCrossingS9N1-v0", "MiniGrid-KeyCorridorS3R3-v0",
                   "MiniGrid-MultiRoom-N2-S4-v0", "MiniGrid-Dynamic-Obstacles-8x8-v0",
@@ -224,13 +224,15 @@ def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_tim
                 elif family == "dmc":
                     runners["limit"] = dmc_limit_runner(env_id, n, threads, min_time)
                 log.info("measuring %s n=%d", env_id, n)
+                load_before = list(os.getloadavg())
                 samples = alternate(runners, repeats)
                 for close in closers:
                     close()
                 record = {"env_id": env_id, "num_envs": n, "mode": "sync",
                           "threads": threads, "samples": samples,
                           "median": {k: median(v) for k, v in samples.items()},
-                          "loadavg_after": list(os.getloadavg())}
+                          # 1/5/15-minute load averages around this measurement
+                          "loadavg": {"before": load_before, "after": list(os.getloadavg())}}
                 if family == "dmc":
                     record["cpu_us_per_step"] = dmc_cpu_breakdown(env_id, n)
                 records.append(record)

@@ -56,12 +56,18 @@ class SACPeerConfig:
     gamma: float = 0.99
     hidden: int = 256
     seed: int = 0
+    #: Where the networks and the updates run; envs and replay buffers stay on the CPU.
+    device: str = "cpu"
 
 
-def _emit(step: int, returns: list[float]) -> None:
+def _emit(step: int, returns: list[float], learn: tuple[float, int] | None = None) -> None:
+    """The finished episodes' mean return; with ``learn`` (time and frame where learning started),
+    the learning frames/s so far, so that a run stopped from outside still reports it."""
     if returns:
         sys.stdout.write(f"global_step={step}, episodes={len(returns)}, "
                          f"episodic_return={sum(returns) / len(returns)}\n")
+        if learn is not None and step > learn[1]:
+            sys.stdout.write(f"learn_fps={(step - learn[1]) / (time.perf_counter() - learn[0])}\n")
         sys.stdout.flush()
 
 
@@ -115,13 +121,14 @@ def run_cleanrl_style(cfg: SACPeerConfig) -> None:
     obs_dim = env.observation_space.shape[0]
     act_dim = env.action_space.shape[0]
     low, high = env.action_space.low, env.action_space.high
-    actor = _SquashedGaussian(obs_dim, act_dim, cfg.hidden, low, high)
-    qs = nn.ModuleList([_mlp(obs_dim + act_dim, 1, cfg.hidden) for _ in range(2)])
-    q_targets = nn.ModuleList([_mlp(obs_dim + act_dim, 1, cfg.hidden) for _ in range(2)])
+    dev = torch.device(cfg.device)
+    actor = _SquashedGaussian(obs_dim, act_dim, cfg.hidden, low, high).to(dev)
+    qs = nn.ModuleList([_mlp(obs_dim + act_dim, 1, cfg.hidden) for _ in range(2)]).to(dev)
+    q_targets = nn.ModuleList([_mlp(obs_dim + act_dim, 1, cfg.hidden) for _ in range(2)]).to(dev)
     q_targets.load_state_dict(qs.state_dict())
     q_opt = torch.optim.Adam(qs.parameters(), lr=1e-3)
     pi_opt = torch.optim.Adam(actor.parameters(), lr=3e-4)
-    log_alpha = torch.zeros(1, requires_grad=True)
+    log_alpha = torch.zeros(1, requires_grad=True, device=dev)
     a_opt = torch.optim.Adam([log_alpha], lr=1e-3)
     target_entropy = -float(act_dim)
     tau, policy_frequency = 0.005, 2
@@ -140,7 +147,7 @@ def run_cleanrl_style(cfg: SACPeerConfig) -> None:
             action = env.action_space.sample()
         else:
             with torch.no_grad():
-                action = actor(torch.as_tensor(obs, dtype=torch.float32)[None])[0][0].numpy()
+                action = actor(torch.as_tensor(obs, dtype=torch.float32, device=dev)[None])[0][0].cpu().numpy()
         nobs, reward, term, trunc, _ = env.step(action)
         i = step % cap
         b_obs[i], b_next[i], b_act[i], b_rew[i], b_term[i] = obs, nobs, action, reward, float(term)
@@ -150,15 +157,14 @@ def run_cleanrl_style(cfg: SACPeerConfig) -> None:
             finished.append(ep_ret)
             ep_ret = 0.0
             obs, _ = env.reset()
-        _emit(step + 1, finished)
+        _emit(step + 1, finished, t_learn)
         finished = []
         if step < cfg.learning_starts:
             continue
         if t_learn is None:
             t_learn = (time.perf_counter(), step)
         idx = rng.integers(0, min(step + 1, cap), cfg.batch_size)
-        o, no, a = (torch.from_numpy(x[idx]) for x in (b_obs, b_next, b_act))
-        r, d = torch.from_numpy(b_rew[idx]), torch.from_numpy(b_term[idx])
+        o, no, a, r, d = (torch.from_numpy(x[idx]).to(dev) for x in (b_obs, b_next, b_act, b_rew, b_term))
         alpha = log_alpha.exp().detach()
         with torch.no_grad():
             na, nlogp = actor(no)
@@ -217,6 +223,8 @@ def run_torchrl_style(cfg: SACPeerConfig, frames_per_batch: int = 1000, utd_rati
                                                     "tanh_loc": False},
                                default_interaction_type="random", return_log_prob=False)
     qnet = ValueOperator(_ConcatMLP(obs_dim + act_dim, cfg.hidden), in_keys=["observation", "action"])
+    dev = torch.device(cfg.device)
+    actor, qnet = actor.to(dev), qnet.to(dev)
     loss = SACLoss(actor, qnet, num_qvalue_nets=2, loss_function="l2", delay_actor=False,
                    delay_qvalue=True, alpha_init=1.0)
     loss.make_value_estimator(gamma=cfg.gamma)
@@ -224,8 +232,10 @@ def run_torchrl_style(cfg: SACPeerConfig, frames_per_batch: int = 1000, utd_rati
     opt_actor = torch.optim.Adam(loss.actor_network_params.flatten_keys().values(), lr=3e-4, eps=1e-8)
     opt_critic = torch.optim.Adam(loss.qvalue_network_params.flatten_keys().values(), lr=3e-4, eps=1e-8)
     opt_alpha = torch.optim.Adam([loss.log_alpha], lr=3e-4)
-    collector = Collector(env, actor, frames_per_batch=frames_per_batch,
-                                  total_frames=cfg.total_frames, init_random_frames=cfg.learning_starts)
+    # TorchRL's script: the policy on the device, the env and the stored batches on the CPU.
+    collector = Collector(env, actor, frames_per_batch=frames_per_batch, total_frames=cfg.total_frames,
+                          init_random_frames=cfg.learning_starts, policy_device=dev, env_device="cpu",
+                          storing_device="cpu")
     scratch = tempfile.TemporaryDirectory(prefix="torchrl_sac_")
     buffer = ReplayBuffer(storage=LazyMemmapStorage(cfg.buffer_size, scratch_dir=scratch.name),
                           batch_size=cfg.batch_size)
@@ -234,14 +244,14 @@ def run_torchrl_style(cfg: SACPeerConfig, frames_per_batch: int = 1000, utd_rati
     for batch in collector:
         frames += batch.numel()
         done = batch["next", "done"].squeeze(-1)
-        _emit(frames, batch["next", "episode_reward"][done].flatten().tolist())
+        _emit(frames, batch["next", "episode_reward"][done].flatten().tolist(), t_learn)
         buffer.extend(batch.reshape(-1))
         if frames < cfg.learning_starts:
             continue
         if t_learn is None:
             t_learn = (time.perf_counter(), frames - batch.numel())
         for _ in range(updates):
-            sample = buffer.sample()
+            sample = buffer.sample().to(dev, non_blocking=True)
             out = loss(sample)
             opt_actor.zero_grad()
             opt_critic.zero_grad()
@@ -268,9 +278,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--frames", type=int, default=SACPeerConfig.total_frames)
     p.add_argument("--learning-starts", type=int, default=SACPeerConfig.learning_starts)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
     args = p.parse_args(argv)
     cfg = SACPeerConfig(env_id=args.env, total_frames=args.frames, learning_starts=args.learning_starts,
-                        seed=args.seed)
+                        seed=args.seed, device=args.device)
     (run_cleanrl_style if args.style == "cleanrl" else run_torchrl_style)(cfg)
 
 

@@ -45,6 +45,10 @@ Examples (shell)::
     python -m benchmarks.time_to_solve --tasks ppo-cartpole dqn-cartpole --seeds 0 \\
         --cleanrl /path/to/cleanrl --torchrl /path/to/pytorch-rl
     python -m benchmarks.time_to_solve --tasks ppo-halfcheetah --seeds 0 1 2 --max-seconds 7200
+    # SAC HalfCheetah to 3000 on a GPU machine: the three systems side by side (``--parallel``),
+    # each process on its own third of the cores, networks on the GPU; JSON + PNG into DIR
+    python -m benchmarks.time_to_solve --algo sac --env HalfCheetah-v5 --target 3000 \
+        --device cuda --parallel --max-seconds 420 --out DIR
 
 Example:
     >>> from benchmarks.time_to_solve import TASKS, window_mean
@@ -231,12 +235,30 @@ def prepare_torchrl(cache: str, source: str) -> tuple[str, str]:
 
 
 # -- one run -------------------------------------------------------------------------------------
+_PIN = "import os, sys; os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(',')}); " \
+       "os.execvp(sys.argv[2], sys.argv[2:])"
+
+
+def pinned(cmd: Sequence[str], cpus: Sequence[int]) -> list[str]:
+    """``cmd`` run on ``cpus`` only: a small Python launcher sets the affinity, then execs ``cmd``
+    (what ``taskset -c`` does, without needing it; no ``preexec_fn``, unsafe beside threads).
+
+    Example:
+        >>> import sys
+        >>> from benchmarks.time_to_solve import pinned
+        >>> pinned(["echo", "hi"], [2, 3])[-3:]
+        ['2,3', 'echo', 'hi']
+    """
+    return [sys.executable, "-c", _PIN, ",".join(str(int(c)) for c in cpus), *cmd]
+
+
 class RunWatch:
     """Launches one training process, follows its training returns, stops it at the target."""
 
     def __init__(self, cmd: list[str], cwd: str, target: float, window: int, max_seconds: float,
-                 csv_glob: str | None = None) -> None:
+                 csv_glob: str | None = None, cpus: Sequence[int] | None = None) -> None:
         self.cmd, self.cwd, self.target, self.window = cmd, cwd, target, window
+        self.cpus = sorted(cpus) if cpus else None
         self.max_seconds, self.csv_glob = max_seconds, csv_glob
         self.returns: deque[float] = deque(maxlen=window)
         self.curve: list[tuple[float, int, float]] = []
@@ -285,7 +307,8 @@ class RunWatch:
     def run(self, env: dict[str, str]) -> dict[str, Any]:
         """Runs to the target, the process's end or ``max_seconds``; returns the record."""
         t0 = time.monotonic()
-        proc = subprocess.Popen(self.cmd, cwd=self.cwd, env=env, stdout=subprocess.PIPE,
+        cmd = pinned(self.cmd, self.cpus) if self.cpus else self.cmd
+        proc = subprocess.Popen(cmd, cwd=self.cwd, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True)
         reader = threading.Thread(target=self._read_stdout, args=(proc, t0), daemon=True)
         reader.start()
@@ -314,7 +337,7 @@ class RunWatch:
         return {"seconds_to_target": seconds, "frames_to_target": frames,
                 "fps": (frames / seconds) if seconds else (self.step / elapsed if elapsed else None),
                 "learn_fps": self.learn_fps, "wall_seconds": elapsed, "last_step": self.step, "stopped": stopped,
-                "returncode": proc.returncode, "curve": self.curve,
+                "returncode": proc.returncode, "curve": self.curve, "cpus": self.cpus,
                 "log_tail": list(self.tail)[-8:] if self.solved_at is None else []}
 
 
@@ -345,6 +368,8 @@ def torchfrag_worker(overrides: list[str]) -> None:
         if ep:
             sys.stdout.write(f"global_step={rollout.frames}, episodes={ep['episodes']}, "
                              f"episodic_return={ep['episode_return']}\n")
+            if rollout.frames > start[0][1]:  # so far: a run stopped from outside still reports it
+                sys.stdout.write(f"learn_fps={(rollout.frames - start[0][1]) / (time.perf_counter() - start[0][0])}\n")
             sys.stdout.flush()
         return False
 
@@ -381,13 +406,60 @@ def _command(system: str, task: Task, seed: int, paths: dict[str, Any], run_dir:
              *task.torchrl_args], os.path.dirname(script), os.path.join(run_dir, "**", task.torchrl_csv), {})
 
 
+def _run_dir(cache: str, task_name: str, system: str, seed: int) -> str:
+    run_dir = os.path.join(cache, "runs", f"{task_name}_{system}_s{seed}_{int(time.time())}")
+    os.makedirs(run_dir, exist_ok=True)
+    return run_dir
+
+
+def split_cpus(n: int, cpus: Sequence[int] | None = None) -> list[list[int]]:
+    """``n`` disjoint, equal sets of this process's CPUs (the remainder unused); with fewer CPUs
+    than ``n``, one CPU each, shared round-robin.
+
+    Example:
+        >>> from benchmarks.time_to_solve import split_cpus
+        >>> split_cpus(3, range(16))
+        [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]
+        >>> split_cpus(3, [0, 1])
+        [[0], [1], [0]]
+    """
+    cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
+    if n < 1 or not cpus:
+        raise ValueError(f"split_cpus: need n >= 1 and at least one CPU, got n={n}, cpus={cpus}")
+    if len(cpus) < n:
+        return [[cpus[i % len(cpus)]] for i in range(n)]
+    share = len(cpus) // n
+    return [cpus[i * share:(i + 1) * share] for i in range(n)]
+
+
+def sac_task(env_id: str, target: float, frames: int = 1_000_000, device: str = "cpu") -> Task:
+    """SAC on any continuous-action env: torchfrag's ``algo=sac_mujoco`` preset against the
+    CleanRL- and TorchRL-style peers of ``benchmarks/sac_peers.py``, networks on ``device``.
+
+    Example:
+        >>> from benchmarks.time_to_solve import sac_task
+        >>> sac_task("Pendulum-v1", -1000.0, 20_000, "cuda").torchfrag[-1]
+        'algo.device=cuda'
+    """
+    return Task(env=env_id, target=float(target), frames=int(frames),
+                torchfrag=["algo=sac_mujoco", f"env={env_id}", f"algo.total_frames={int(frames)}",
+                           f"algo.device={device}"],
+                cleanrl="sac_continuous_action.py (benchmarks/sac_peers.py)",
+                torchrl="sota-implementations/sac/sac.py (benchmarks/sac_peers.py)", own_peers=True,
+                sac_peers_args=["--env", env_id, "--frames", str(int(frames)), "--device", device])
+
+
 def benchmark(tasks: list[str], seeds: list[int], systems: list[str], window: int, max_seconds: float,
               cache: str, cleanrl_src: str | None, torchrl_src: str | None,
-              on_record: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+              on_record: Callable[[dict[str, Any]], None] | None = None,
+              parallel: bool = False) -> dict[str, Any]:
     """Runs every (task, seed, system), alternating systems within each seed.
 
     ``on_record`` gets the result so far after every run (``main`` writes it to
-    the JSON file, so a run cut short keeps what it measured).
+    the JSON file, so a run cut short keeps what it measured). ``parallel``:
+    the systems of one seed run at the same time instead, each process pinned
+    to its own equal share of the CPUs (:func:`split_cpus`) with that many
+    threads (a machine with an accelerator they all share).
     """
     os.makedirs(cache, exist_ok=True)
     paths: dict[str, Any] = {}
@@ -413,8 +485,9 @@ def benchmark(tasks: list[str], seeds: list[int], systems: list[str], window: in
            "WANDB_MODE": "disabled"}
     env.pop("PYTHONPATH", None)
     records: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    lock = threading.Lock()
     result = {"records": records, "versions": versions, "notes": notes, "window": window,
-              "max_seconds": max_seconds, "seeds": seeds,
+              "max_seconds": max_seconds, "seeds": seeds, "parallel": parallel,
               "tasks": {t: {"env": TASKS[t].env, "target": TASKS[t].target} for t in tasks}}
     for task_name in tasks:
         task = TASKS[task_name]
@@ -428,24 +501,40 @@ def benchmark(tasks: list[str], seeds: list[int], systems: list[str], window: in
             notes.append(f"{task_name}: TorchRL's script takes no seed, its runs are unseeded; its returns "
                          f"are the logged per-batch means of the episodes finished in each batch")
         for seed in seeds:
-            for system in systems:
-                run_dir = os.path.join(cache, "runs", f"{task_name}_{system}_s{seed}_{int(time.time())}")
-                os.makedirs(run_dir, exist_ok=True)
-                cmd = _command(system, task, seed, paths, run_dir)
-                if cmd is None:
-                    continue
+            runs = [(system, _command(system, task, seed, paths, _run_dir(cache, task_name, system, seed)))
+                    for system in systems]
+            runs = [(system, cmd) for system, cmd in runs if cmd is not None]
+            cpu_sets = split_cpus(len(runs)) if parallel else [None] * len(runs)
+
+            def one(system: str, cmd: tuple, cpus: list[int] | None, seed: int = seed,
+                    task_name: str = task_name, task: Task = task) -> None:
                 argv, cwd, csv_glob, extra_env = cmd
-                logger.info("%s seed %d: %s", task_name, seed, " ".join(argv))
+                logger.info("%s seed %d%s: %s", task_name, seed, f" on CPUs {cpus}" if cpus else "",
+                            " ".join(argv))
+                threads = {"OMP_NUM_THREADS": str(len(cpus)), "MKL_NUM_THREADS": str(len(cpus))} if cpus else {}
                 load_before = os.getloadavg()[0]
-                rec = RunWatch(argv, cwd, task.target, window, max_seconds, csv_glob).run({**env, **extra_env})
+                rec = RunWatch(argv, cwd, task.target, window, max_seconds, csv_glob,
+                               cpus=cpus).run({**env, **extra_env, **threads})
                 rec["seed"] = seed
                 rec["load_avg_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]  # before, after
-                records[task_name][system].append(rec)
-                logger.info("%s %s seed %d: %s s to %.0f (%s frames, %s fps), stopped: %s", task_name,
-                            system, seed, rec["seconds_to_target"], task.target, rec["frames_to_target"],
-                            rec["fps"], rec["stopped"])
-                if on_record is not None:
-                    on_record(result)
+                with lock:
+                    records[task_name][system].append(rec)
+                    logger.info("%s %s seed %d: %s s to %.0f (%s frames, %s fps, learning %s fps), stopped: %s",
+                                task_name, system, seed, rec["seconds_to_target"], task.target,
+                                rec["frames_to_target"], rec["fps"], rec["learn_fps"], rec["stopped"])
+                    if on_record is not None:
+                        on_record(result)
+
+            if parallel:  # side by side, each process on its own CPUs
+                workers = [threading.Thread(target=one, args=(system, cmd, cpus))
+                           for (system, cmd), cpus in zip(runs, cpu_sets)]
+                for w in workers:
+                    w.start()
+                for w in workers:
+                    w.join()
+            else:  # one after the other, alternating systems within each seed
+                for system, cmd in runs:
+                    one(system, cmd, None)
     return result
 
 
@@ -556,7 +645,7 @@ def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tasks", nargs="+", default=["ppo-cartpole", "dqn-cartpole"], choices=sorted(TASKS))
-    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--seeds", nargs="+", type=int, default=None, help="default 0 1 2 (with --algo: 0)")
     p.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
     p.add_argument("--window", type=int, default=20, help="training episodes in the mean (default 20)")
     p.add_argument("--max-seconds", type=float, default=1800.0, help="per run (default 1800)")
@@ -566,6 +655,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tag", default="")
     p.add_argument("--merge", nargs="+", default=None, metavar="TAG",
                    help="merge results/time_to_solve_<TAG>.json files (earlier runs) into one table/plot")
+    p.add_argument("--algo", choices=["sac"], default=None,
+                   help="one ad-hoc task instead of --tasks: this algorithm on --env to --target")
+    p.add_argument("--env", default="HalfCheetah-v5", help="with --algo (default HalfCheetah-v5)")
+    p.add_argument("--target", type=float, default=3000.0, help="with --algo (default 3000)")
+    p.add_argument("--frames", type=int, default=1_000_000, help="with --algo: training length")
+    p.add_argument("--device", default="cpu", help="with --algo: where every system's networks run")
+    p.add_argument("--parallel", action="store_true",
+                   help="run the systems of a seed side by side, each on its own share of the CPUs")
+    p.add_argument("--out", default=None, help="folder for the JSON and PNG (default benchmarks/results)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -573,23 +671,45 @@ def main(argv: list[str] | None = None) -> None:
         torchfrag_worker(args.overrides)
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    name = "time_to_solve" + (f"_{args.tag}" if args.tag else "")
+    tasks = args.tasks
+    if args.seeds is None:
+        args.seeds = [0] if args.algo else [0, 1, 2]
+    if args.algo:
+        name = f"time_to_solve_{args.algo}_{args.env}" + (f"_{args.tag}" if args.tag else "")
+        task_name = f"{args.algo}-{args.env}"
+        TASKS[task_name] = sac_task(args.env, args.target, args.frames, args.device)
+        tasks = [task_name]
+    else:
+        name = "time_to_solve" + (f"_{args.tag}" if args.tag else "")
+    folder = os.path.abspath(args.out) if args.out else RESULTS_DIR
+    extra = {"device": _device_info(args.device)} if args.algo else {}
 
     def save_partial(partial: dict[str, Any]) -> None:
-        write_json(name, {**partial, "partial": True})
+        write_json(name, {**partial, **extra, "partial": True}, folder)
 
     if args.merge:
         result = merge([os.path.join(RESULTS_DIR, f"time_to_solve_{t}.json") for t in args.merge])
     else:
-        result = benchmark(args.tasks, args.seeds, args.systems, args.window, args.max_seconds,
-                           args.cache, args.cleanrl, args.torchrl, on_record=save_partial)
+        result = benchmark(tasks, args.seeds, args.systems, args.window, args.max_seconds,
+                           args.cache, args.cleanrl, args.torchrl, on_record=save_partial,
+                           parallel=args.parallel)
     rows, text = summarize(result)
     for note in result["notes"]:
         print("note:", note)
     result["table"] = text
-    path = write_json(name, result)
-    plot(result, os.path.join(RESULTS_DIR, f"{name}.png"))
+    path = write_json(name, {**result, **extra}, folder)
+    plot(result, os.path.join(folder, f"{name}.png"))
     print(f"wrote {path} and {name}.png")
+
+
+def _device_info(device: str) -> dict[str, Any]:
+    """The device the networks ran on, named (a GPU's model), for the results."""
+    import torch
+
+    info: dict[str, Any] = {"device": device}
+    if torch.device(device).type == "cuda" and torch.cuda.is_available():
+        info["name"] = torch.cuda.get_device_name(torch.device(device))
+    return info
 
 
 if __name__ == "__main__":

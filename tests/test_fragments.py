@@ -186,6 +186,29 @@ def test_act_fast_path_equals_actor(env_id):
     env.close()
 
 
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "HalfCheetah-v5"])
+def test_act_fast_path_equals_sac_actor(env_id):
+    """SAC's TanhNormal actor (no log-probability): the fast path draws the same actions."""
+    from torchfrag.algos.sac import make_sac_networks
+
+    env = make_env(env_id, 5, seed=3)
+    actor, _ = make_sac_networks(env, [16])
+    fast, slow = Act(actor), Act(actor, fast=False)
+    assert fast._fast is not None and slow._fast is None
+    td = env.reset()
+    torch.manual_seed(11)
+    a = fast(td.clone())
+    torch.manual_seed(11)
+    b = slow(td.clone())
+    assert set(a.keys()) == set(b.keys()) == {*td.keys(), "loc", "scale", "action"}
+    for k in actor.out_keys:
+        assert torch.equal(a[k], b[k]), k
+    # the box is honoured (Pendulum's is [-2, 2])
+    high = env.action_spec_unbatched.space.high
+    assert (a["action"].abs() <= high).all()
+    env.close()
+
 def test_episode_stats_match_a_step_by_step_count():
     g = torch.Generator().manual_seed(0)
     stats = EpisodeStats()

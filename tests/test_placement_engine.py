@@ -19,6 +19,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from torch import nn
 from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.envs import Transform, VecNormV2
 from torchrl.modules import ProbabilisticActor
 
 from torchfrag.fragments import Fragment, ReplaySample, ReplayWrite, Rollout
@@ -294,32 +295,111 @@ def test_epsilon_buffer_reaches_the_actors(policy):
     loop.close()
 
 
-def test_obs_norm_statistics_merged_back():
-    cfg = {"num_envs": 4, "steps": 16, "minibatch_size": 32, "epochs": 1, "obs_norm": True}
-    f = PPOFactory("CartPole-v1", cfg, exploration="mode")
-    local = f()
-    run(capture(local), "local", iterations=3)
-    placed, _ = _run(f, "actors", 3)
-    mine, ref = placed.rollout.produced_state(), local.rollout.produced_state()
-    count = next(k for k in ref if "count" in k)
-    # Every actor's frames counted once: each side counts its 4 x 16 x 3 frames plus the reset
-    # observations it normalised (initial and partial resets: how many depends on the trajectories,
-    # which part ways once normalised observations feed the act). A dropped actor would halve the
-    # count and a double-merged one double it; the reset share stays well below a quarter.
-    frames = 4 * 16 * 3
-    for side in (ref, mine):
-        assert frames <= int(side[count]) <= frames * 1.25, (int(ref[count]), int(mine[count]))
-    loc = next(k for k in ref if "loc" in k)
-    assert mine[loc].abs().sum() > 0  # the driver's evaluation now normalises with real statistics
-    # Normalised observations feed the act, so the trajectories part ways: same scale, not equal.
-    # (The mean of CartPole's observations is near 0 with either sign, so compare the spread.
-    # Within three iterations the two policies' trajectories differ enough that the spread of
-    # the velocity dimensions varies by up to ~5x between them; a dropped or doubled merge shows
-    # in the count above, a wrong merge rule as a spread orders of magnitude off.)
-    var = next(k for k in ref if "var" in k)
-    ratio = float(mine[var].norm() / ref[var].norm())
-    assert 0.1 < ratio < 10.0, (mine[var], ref[var])
-    placed.close(), local.close()
+class SeenObservations(Transform):
+    """Keeps every observation batch that reaches the transforms after it: env steps and resets
+    (a partial reset passes the whole batch, and the normaliser counts all of its rows)."""
+
+    def __init__(self) -> None:
+        super().__init__(in_keys=["observation"])
+        self.seen: list[torch.Tensor] = []
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        self.seen.append(next_tensordict.get("observation").detach().clone())
+        return next_tensordict
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        self.seen.append(tensordict_reset.get("observation").detach().clone())
+        return tensordict_reset
+
+
+def _seen_of(env) -> SeenObservations:
+    return next(t for t in env.transform if isinstance(t, SeenObservations))
+
+
+@dataclass
+class RecordingPPOFactory(PPOFactory):
+    """The shipped PPO with observation normalisation, recording what its normaliser sees.
+
+    The normaliser takes means over counts (``decay=1``): its statistics are then the mean and
+    mean square of every observation it saw, whatever order the workers' parts are merged in.
+    """
+
+    def make_env(self, cfg, num_envs, seed):
+        env = super().make_env(cfg, num_envs, seed)
+        (i,) = [i for i, t in enumerate(env.transform) if isinstance(t, VecNormV2)]
+        env.transform[i].decay = 1.0
+        env.transform.insert(i, SeenObservations())
+        return env
+
+
+def _take_seen() -> list[torch.Tensor]:
+    """On a worker: the observation batches its rollout's env produced since the last call."""
+    from torchfrag.runtime.worker import WORKER
+
+    rec = _seen_of(WORKER["fragment"].env)
+    out, rec.seen = rec.seen, []
+    return out
+
+
+def _recomputed(batches: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """count, loc (mean) and var (mean square) of every row of ``batches``, in float64."""
+    rows = torch.cat([b.reshape(-1, b.shape[-1]) for b in batches]).double()
+    return {"count": torch.tensor(rows.shape[0]), "loc": rows.mean(0), "var": rows.pow(2).mean(0)}
+
+
+def _driver_moments(loop) -> dict[str, torch.Tensor]:
+    state = loop.rollout.produced_state()
+    return {name: next(v for k, v in state.items() if f"/{name}." in k) for name in ("count", "loc", "var")}
+
+
+def _checked_obs_norm_run(policy, iterations: int) -> None:
+    """Runs the recording PPO under ``policy``; after every iteration, the driver's statistics
+    must equal those recomputed from every observation the workers' envs produced so far."""
+    from torch.distributed import rpc
+
+    f = RecordingPPOFactory("CartPole-v1", {"num_envs": 4, "steps": 16, "minibatch_size": 32, "epochs": 1,
+                                            "obs_norm": True}, exploration="mode")
+    loop = f()
+    workers = ["worker1", "worker2"]
+    seen: list[torch.Tensor] = []
+
+    def check(i, _out, _g) -> None:
+        for w in workers:
+            seen.extend(rpc.rpc_sync(w, _take_seen))
+        want, have = _recomputed(seen), _driver_moments(loop)
+        got, expected = int(have["count"]), int(want["count"])
+        assert got == expected, f"count after iteration {i}: {got} != {expected}"
+        for key in ("loc", "var"):
+            torch.testing.assert_close(have[key].double(), want[key], rtol=1e-5, atol=1e-8, msg=f"{key} at {i}")
+
+    try:
+        run(capture(loop), policy, iterations=iterations, factory=f, hooks=[check])
+    finally:
+        assert wait_no_children() == []
+        assert _seen_of(loop.rollout.env).seen == []  # the driver's env stepped nothing itself
+        loop.close()
+
+
+@pytest.mark.parametrize("policy", [{"name": "actors", "actors": 2},
+                                    {"name": "central_inference", "env_workers": 2}], ids=lambda p: p["name"])
+def test_obs_norm_statistics_merged_back(policy):
+    """Exact: the driver's normaliser statistics are those of every observation the workers saw."""
+    _checked_obs_norm_run(policy, 3)
+
+
+def test_obs_norm_stale_merge_is_caught(monkeypatch):
+    """Negative control: a merge that folds the workers' statistics in one iteration late fails."""
+    from torchfrag.runtime.executor import RpcExecutor
+
+    merge = RpcExecutor.merge_produced
+
+    def one_iteration_late(self, produced):
+        previous, self.late = getattr(self, "late", []), list(produced)
+        merge(self, previous)
+
+    monkeypatch.setattr(RpcExecutor, "merge_produced", one_iteration_late)
+    with pytest.raises(AssertionError, match="count"):
+        _checked_obs_norm_run({"name": "actors", "actors": 2}, 1)
 
 
 def test_data_parallel_refused_without_gradient_hook():

@@ -118,3 +118,52 @@ def test_both_rollouts_on_the_actors_refused_with_what_to_do(policy):
         run(g, policy, iterations=1, factory=TwoRolloutsFactory())
     assert len(children()) == before
     loop.close()
+
+
+# ------------------------------------------------------------------------------------------
+# two rollouts under the replicated policies (issue 25, defect 6): every replica (data_parallel)
+# or learner (multi_learner) runs both rollouts; the frames of each are counted on its own
+# rollout, and a worker's slice names the rollout it divides.
+@dataclass
+class NodeSlicingFactory(TwoRolloutsFactory):
+    """Slices the rollout its env slice names (``env_slice.node``), as a factory of a loop with
+    several rollouts should; records every slice it was given."""
+
+    def __call__(self, env_slice: EnvSlice | None = None) -> nn.Module:
+        if env_slice is not None:
+            assert env_slice.node in ("collect", "probe"), env_slice  # several rollouts: named
+            self.sliced = env_slice.node
+        return super().__call__(env_slice)
+
+
+@pytest.mark.parametrize("policy, placed", [
+    ({"name": "data_parallel", "workers": 2}, None),
+    ({"name": "multi_learner", "learners": 2, "actors_per_learner": 1}, "probe"),
+    ({"name": "multi_learner", "learners": 2, "actors_per_learner": 1, "placement": {"collect": "actor"}},
+     "collect"),
+])
+def test_replicated_two_rollouts_count_every_rollouts_frames(policy, placed, caplog):
+    f = NodeSlicingFactory()
+    if placed is not None:
+        roles = as_policy(policy).place(capture(f())).roles
+        assert [n for n, r in roles.items() if r == "actor"] == [placed]
+    loop = _run_counted(f, policy, 3, caplog)
+    # Two replicas (or learners) each ran both rollouts on envs of the driver's sizes, every
+    # iteration: collect 4 envs x 8 steps, probe 2 envs x 4 steps. Before the fix, the replica's
+    # slice was sized from the first rollout (probe, 2 envs) and applied to collect: 96 of 128.
+    assert loop.collect.frames == 3 * 2 * f.train_envs * STEPS
+    assert loop.probe.frames == 3 * 2 * f.probe_envs * (STEPS // 2)
+    loop.close()
+
+
+def test_replicated_factory_slicing_another_rollout_refused():
+    """A factory that slices ``collect`` while the replicas' slice divides ``probe`` (the loop's
+    first rollout) would run ``collect`` on 2 envs instead of 4 on every replica: refused."""
+    f = TwoRolloutsFactory(sliced="collect")
+    loop = f()
+    before = len(children())
+    with pytest.raises(PolicyError, match=r"sliced the wrong rollout.*rollout 'collect' over 2 envs, not its 4.*"
+                                          r"divides rollout 'probe'"):
+        run(capture(loop), {"name": "data_parallel", "workers": 2}, iterations=1, factory=f)
+    assert len(children()) == before
+    loop.close()

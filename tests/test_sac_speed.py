@@ -136,3 +136,33 @@ def test_summary_shows_learning_frames_per_second_ratio() -> None:
     rows, _ = summarize(result)
     assert rows[0][5] == "110" and rows[1][5] == "60"
     assert rows[1][-1].startswith("0.55x")  # time per learning frame: 1/110 over 1/60
+
+
+def test_parallel_mode_pins_each_system_to_its_own_cpus() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from benchmarks.time_to_solve import TASKS, pinned, sac_task, split_cpus
+
+    assert split_cpus(3, range(16)) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]
+    assert split_cpus(3, [4, 7]) == [[4], [7], [4]]
+    with pytest.raises(ValueError, match="need n >= 1"):
+        split_cpus(0, [0])
+    mine = sorted(os.sched_getaffinity(0))
+    out = subprocess.run(pinned([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                                [mine[-1]]), capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str([mine[-1]])
+    task = sac_task("HalfCheetah-v5", 3000, device="cuda")
+    assert "algo.device=cuda" in task.torchfrag and task.sac_peers_args[-2:] == ["--device", "cuda"]
+    assert "sac-halfcheetah" in TASKS  # the registered tasks are untouched
+
+
+def test_sac_device_is_checked_before_anything_is_built() -> None:
+    from torchfrag.algos.sac import SACConfig
+
+    with pytest.raises(ValueError, match="algo.device must be a torch device such as 'cpu' or 'cuda:0', got 'gpu0'"):
+        make_sac("Pendulum-v1", {"device": "gpu0"})
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="algo.device='cuda': CUDA is not available"):
+            SACConfig(device="cuda").validate()

@@ -95,6 +95,10 @@ def _layout(env_id: str) -> _Layout | None:
     return _LAYOUTS.get(base)
 
 
+#: Steps per episode of every suite task (dm_control's time limit over its control timestep).
+DMC_STEP_LIMIT = 1000
+
+
 def is_dmc(env_id: str) -> bool:
     """Whether ``env_id`` is one of the pool's DeepMind Control Suite tasks.
 

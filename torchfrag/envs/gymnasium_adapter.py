@@ -238,8 +238,11 @@ class PoolSingleEnv(gymnasium.Env):
         render_mode, render_kwargs = _render_arguments(env_id, kwargs)
         self._named = dmc_observations.check_named(env_id, named_observations)
         _frameskip_option(env_id, kwargs)
-        # Gymnasium's TimeLimit wrapper handles the limit for single envs.
-        kwargs.setdefault("max_episode_steps", 0)
+        # Gymnasium's TimeLimit wrapper handles the limit for single envs, except
+        # where the limit is part of the dynamics (MiniGrid's reward divides by its
+        # max_steps): there the pool keeps it and truncates at the wrapper's step.
+        if not env_id.startswith("MiniGrid-"):
+            kwargs.setdefault("max_episode_steps", 0)
         self.pool = EnvPool(env_id, num_envs=1, **kwargs)
         self.observation_space = (dmc_observations.dict_space(env_id) if self._named
                                   else self.pool.observation_space)
@@ -387,9 +390,14 @@ def register_gymnasium_envs() -> None:
         if full in gymnasium.registry:
             continue
         try:
-            s = env_spec(env_id)
-            limits = {"max_episode_steps": s.max_episode_steps or None,
-                      "reward_threshold": s.reward_threshold}
+            if dmc_observations.is_dmc(env_id):
+                # A DMC spec compiles the task's model (0.25-0.9 s each); every suite task
+                # has dm_control's 1000-step limit and no threshold (tests/test_dmc.py checks).
+                limits = {"max_episode_steps": dmc_observations.DMC_STEP_LIMIT, "reward_threshold": None}
+            else:
+                s = env_spec(env_id)
+                limits = {"max_episode_steps": s.max_episode_steps or None,
+                          "reward_threshold": s.reward_threshold}
         except ValueError as err:
             # An optional family whose files are absent (DMC without the dmc extra): the
             # id stays registered, so making it raises that same clear error, and

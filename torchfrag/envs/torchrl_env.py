@@ -243,16 +243,19 @@ class PoolEnv(EnvBase):
 
     Two modes, chosen by ``num_envs``:
 
-    - ``PoolEnv(id, num_envs=N)``: batched, batch size ``[N]``, the pool's
-      conventions (the ones torchfrag's algorithms use): ``Categorical``
-      discrete actions, every env info exposed, the env's own observation
-      dtype. One C++ call steps all envs.
+    - ``PoolEnv(id, num_envs=N)``: batched, batch size ``[N]``, as
+      ``GymEnv(id, num_envs=N)``; every env info exposed; one C++ call steps
+      all envs.
     - ``PoolEnv(id)`` (``num_envs`` not given): one env, unbatched (batch size
-      ``[]``), with :class:`~torchrl.envs.GymEnv`'s conventions, so replacing
-      ``GymEnv(id)`` is a one-line change: ``OneHot`` discrete actions
-      (``categorical_action_encoding=False``, GymEnv's default), no info
-      entries, observations in the env's own dtype (float64 for MuJoCo, as
-      GymEnv; ask for ``observation_dtype=torch.float32``).
+      ``[]``), as ``GymEnv(id)``, with no info entries.
+
+    Discrete actions are ``OneHot`` in both, as GymEnv's default
+    (``categorical_action_encoding=False``), so replacing ``GymEnv`` is a
+    one-line change; ``categorical_action_encoding=True`` gives ``Categorical``
+    indices, what torchfrag's algorithms and the async fast path of
+    :class:`~torchfrag.collectors.PoolCollector` use (see
+    :attr:`pool_conventions`). Observations keep the env's own dtype (float64
+    for MuJoCo, as GymEnv; ask for ``observation_dtype=torch.float32``).
 
     Each of these options can be set in either mode. In both, bounds are kept
     per dimension (``Bounded`` unless no bound is finite, GymEnv's rule),
@@ -279,9 +282,8 @@ class PoolEnv(EnvBase):
             ``"elapsed_step"`` and every env info. Default: all in the batched
             mode, none in the unbatched one.
         categorical_action_encoding: Discrete actions as indices
-            (``Categorical``) rather than one-hot (``OneHot``). Default: ``True``
-            batched, ``False`` unbatched (as GymEnv). Both are accepted as input
-            in either case.
+            (``Categorical``) rather than one-hot (``OneHot``, the default, as
+            GymEnv's). Either form is accepted as input in both cases.
         from_pixels: GymEnv's ``from_pixels``: frames under ``"pixels"``.
             Envs whose observations are images (Atari) name them
             ``"pixels"`` (channel-first ``[C, H, W]`` for the pool's
@@ -358,7 +360,7 @@ class PoolEnv(EnvBase):
         seed: int | Sequence[int] | None = 0,
         device: torch.device | str | None = None,
         info_keys: Sequence[str] | None | str = "default",
-        categorical_action_encoding: bool | None = None,
+        categorical_action_encoding: bool = False,
         from_pixels: bool = False,
         pixels_only: bool | None = None,
         render_kwargs: dict[str, Any] | None = None,
@@ -449,8 +451,6 @@ class PoolEnv(EnvBase):
         if from_pixels and not image_obs:
             self._pixels = PixelFrames(self._pool, pixels_only, seed)
         self._discrete = isinstance(self.pool_spec.action_space, spaces.Discrete)
-        if categorical_action_encoding is None:
-            categorical_action_encoding = batched
         self._one_hot = self._discrete and not categorical_action_encoding
         # GymEnv names image observations "pixels" (always for the ALE/ ids).
         self._obs_key = "pixels" if image_obs and (from_pixels or is_alias(env_id)) \
@@ -522,7 +522,10 @@ class PoolEnv(EnvBase):
     def pool_conventions(self) -> bool:
         """Whether this env uses the pool's own conventions (what an async pool collector yields).
 
-        Batched, ``Categorical`` actions, ``"observation"`` in the env's dtype.
+        Batched, ``Categorical`` actions (``categorical_action_encoding=True``),
+        ``"observation"`` in the env's dtype. ``PoolCollector`` collects such an
+        env on its async fast path; a ``OneHot`` one (the default, GymEnv's) is
+        run by TorchRL's ``Collector``.
         """
         return (self.batched and not self._one_hot and self._obs_key == "observation"
                 and self._obs_cast is None and not self._named)

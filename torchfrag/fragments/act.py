@@ -89,7 +89,7 @@ def _fast_plan(actor: nn.Module):
         return None
     if not isinstance(prob, ProbabilisticTensorDictModule) or getattr(prob, "safe", False):
         return None
-    if prob.num_samples is not None or not prob.return_log_prob or len(prob.out_keys) != 2:
+    if prob.num_samples is not None or len(prob.out_keys) != (2 if prob.return_log_prob else 1):
         return None
     if type(prob).forward not in (ProbabilisticTensorDictModule.forward,) and \
             type(prob).__mro__[1].forward is not ProbabilisticTensorDictModule.forward:
@@ -104,22 +104,24 @@ def _fast_plan(actor: nn.Module):
     dist_keys = [k[-1] if isinstance(k, tuple) else k for k in prob.dist_keys]
     dist_cls = prob.distribution_class
     # TorchRL's own distributions (TanhNormal, ...) may cache values between
-    # sampling and log_prob; only torch's are reproduced exactly.
-    if not getattr(dist_cls, "__module__", "").startswith("torch.distributions"):
+    # sampling and log_prob; only torch's are reproduced exactly when a
+    # log-probability is asked for. A sample alone (SAC's actor) is one rsample.
+    log_prob = bool(prob.return_log_prob)
+    if log_prob and not getattr(dist_cls, "__module__", "").startswith("torch.distributions"):
         return None
     dist_kwargs = dict(prob.distribution_kwargs)
-    action_key, logp_key = prob.out_keys
+    action_key, logp_key = prob.out_keys if log_prob else (prob.out_keys[0], None)
 
     def forward(td: TensorDictBase) -> TensorDictBase:
         out = net(*[td.get(k) for k in in_keys])
         params = (out,) if isinstance(out, torch.Tensor) else tuple(out)
         dist = dist_cls(**dict(zip(dist_keys, params)), **dist_kwargs)
         action = dist.rsample() if dist.has_rsample else dist.sample()
-        logp = dist.log_prob(action)
         for k, v in zip(param_keys, params):
             td.set(k, v)
         td.set(action_key, action)
-        td.set(logp_key, logp)
+        if log_prob:
+            td.set(logp_key, dist.log_prob(action))
         return td
 
     return forward

@@ -25,7 +25,7 @@ from torchfrag.policies.base import Placement, PolicyError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["accepts_env_slice", "check_factory", "first_slice", "sliced_rollout"]
+__all__ = ["accepts_env_slice", "check_factory", "env_counts", "first_slice", "slice_node", "sliced_rollout"]
 
 
 def accepts_env_slice(factory: Any) -> bool:
@@ -43,9 +43,14 @@ def accepts_env_slice(factory: Any) -> bool:
 
 def first_slice(placement: Placement, total: int) -> Any:
     """The env slice the first worker gets (``None`` when the placement gives workers no slice)."""
+    import dataclasses
+
     from torchfrag.runtime.executor import executor_class
 
-    return executor_class(placement.kind).first_slice(placement, total)
+    sl = executor_class(placement.kind).first_slice(placement, total)
+    if sl is not None and sl.node is None:
+        sl = dataclasses.replace(sl, node=slice_node(placement.graph, sliced_rollout(placement)))
+    return sl
 
 
 def sliced_rollout(placement: Placement) -> str | None:
@@ -66,9 +71,25 @@ def sliced_rollout(placement: Placement) -> str | None:
     return with_env[0] if with_env and placed else None
 
 
-def _env_count(loop: Any, node: str) -> int | None:
-    env = getattr(capture(loop).fragment(node), "env", None)
-    return None if env is None else int(env.batch_size.numel())
+def env_counts(graph: Any) -> dict[str, int]:
+    """Rollout node -> the number of envs it steps, for every rollout of ``graph`` with an env."""
+    from torchfrag.policies.base import rollout_nodes
+
+    out = {}
+    for n in rollout_nodes(graph):
+        env = getattr(graph.fragment(n), "env", None)
+        if env is not None:
+            out[n] = int(env.batch_size.numel())
+    return out
+
+
+def slice_node(graph: Any, node: str | None) -> str | None:
+    """What :attr:`~torchfrag.policies.factory.EnvSlice.node` a worker's slice of ``node`` carries.
+
+    ``node`` when the loop has several rollouts with an env (the factory must know which one to
+    slice; the others it builds whole), else ``None`` (one rollout: nothing to choose).
+    """
+    return node if node is not None and len(env_counts(graph)) > 1 else None
 
 
 def check_factory(factory: Any, placement: Placement, total: int | None, node: str | None = None) -> None:
@@ -99,14 +120,23 @@ def check_factory(factory: Any, placement: Placement, total: int | None, node: s
         raise PolicyError(f"policy {name}: the loop factory failed when called with {sl} ({err!r}); "
                           "it must build the loop for that env slice") from None
     try:
-        got = _env_count(loop, node)
+        counts = env_counts(capture(loop))
     finally:
         close = getattr(loop, "close", None)
         if callable(close):
             with contextlib.suppress(Exception):
                 close()
+    got = counts.get(node)
     if got is not None and got != sl.count:
         raise PolicyError(
             f"policy {name}: the loop factory ignores its env slice: called with {sl} it built "
             f"rollout {node!r} over {got} envs, not {sl.count}; build env_slice.count envs (seeded with "
             "torchfrag.policies.factory.slice_seeds(seed, env_slice)) when env_slice is given")
+    whole = env_counts(placement.graph)
+    for other, count in counts.items():
+        if other != node and other in whole and count != whole[other]:
+            raise PolicyError(
+                f"policy {name}: the loop factory sliced the wrong rollout: called with {sl} it built "
+                f"rollout {other!r} over {count} envs, not its {whole[other]}, while the workers' slice "
+                f"divides rollout {node!r} (env_slice.node); slice the rollout env_slice.node names and "
+                "build the others whole")

@@ -43,8 +43,9 @@ class EnvSlice:
         total: Envs in the whole run (all workers).
         worker: Index of the worker among the workers of its role.
         rank: Process rank (0: the driver).
-        node: The rollout whose envs these are, when the loop has several rollouts and the
-            policy runs more than one of them on workers (``actor_pools``); ``None`` otherwise.
+        node: The rollout whose envs these are, when the loop has several rollouts with an
+            env: the factory slices that one and builds the others whole (checked before any
+            worker starts); ``None`` when the loop has one.
     """
 
     offset: int

@@ -117,6 +117,7 @@ class ReplicatedLearners(LearnerActors):
 
     def setup(self, placement: Any, replace: dict[str, nn.Module]) -> Any:
         """Sets up the learner workers, every learner's actors and the learners' process group."""
+        from torchfrag.policies.contract import slice_node
         from torchfrag.policies.factory import EnvSlice
 
         policy, calls = self.policy, self.calls
@@ -124,6 +125,7 @@ class ReplicatedLearners(LearnerActors):
         n_learners, per = int(policy.learners), int(policy.actors_per_learner)
         learners, groups = learner_layout(workers, n_learners, per)
         chain = actor_chain(placement)
+        node = slice_node(self.graph, chain[0])  # learners' and actors' slices divide the actors' rollout
         sizes = actor_sizes(self, chain[0], per)
         envs = sum(sizes)  # one learner's envs
         offsets = [sum(sizes[:i]) for i in range(per)]
@@ -134,7 +136,7 @@ class ReplicatedLearners(LearnerActors):
         learner_extra = {**actor_extra, "device": policy.device("learner")}
         futs, who = [], []
         for r, w in enumerate(learners, start=1):
-            sl = None if replicate else EnvSlice(r * loop_envs, loop_envs, loop_envs * n_learners, r, r)
+            sl = None if replicate else EnvSlice(r * loop_envs, loop_envs, loop_envs * n_learners, r, r, node)
             futs.append(calls.call(w, _remote_setup, self.factory, sl, "replica", None, None if replicate else r,
                                    learner_extra, timeout=policy.timeout))
             who.append(w)
@@ -142,7 +144,7 @@ class ReplicatedLearners(LearnerActors):
             base = 0 if replicate else r * envs
             for i, w in enumerate(group):
                 index = i if replicate else r * per + i  # actor index among all actors: its seed
-                sl = EnvSlice(base + offsets[i], sizes[i], all_envs, index, workers.index(w) + 1)
+                sl = EnvSlice(base + offsets[i], sizes[i], all_envs, index, workers.index(w) + 1, node)
                 futs.append(setup_actor(self, w, chain, sl, index + 1, actor_extra))
                 who.append(w)
         calls.wait(futs, who, count_bytes=False)

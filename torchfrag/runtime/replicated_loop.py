@@ -57,23 +57,26 @@ class ReplicatedLoop(RpcExecutor):
     def setup(self, placement: Any, replace: dict[str, nn.Module]) -> Any:
         """Starts the replicas and the process group; returns the per-iteration callable."""
         from torchfrag.policies.base import rollout_nodes
+        from torchfrag.policies.contract import slice_node, sliced_rollout
         from torchfrag.policies.factory import EnvSlice
 
         policy, graph, calls = self.policy, self.graph, self.calls
         workers = self.cluster.workers
         extra = worker_extra(self, placement)
         world = policy.workers
+        # The rollout the replicas' slices divide (named in the slice when the loop has several).
         found = rollout_nodes(graph)
-        self.rollout_node = found[0] if found else None
-        total = total_envs(self, found[0]) if found else 0
+        self.rollout_node = sliced_rollout(placement) or (found[0] if found else None)
+        node = slice_node(graph, self.rollout_node)
+        total = total_envs(self, self.rollout_node) if self.rollout_node else 0
         pg_init = self.cluster.process_group_init("process_group")
         futs = []
         for i, w in enumerate(workers):
             rank = i + 1
-            if policy.replicate_envs or not found:
+            if policy.replicate_envs or self.rollout_node is None:
                 sl, seed_off = None, None
             else:
-                sl, seed_off = EnvSlice(rank * total, total, total * world, rank, rank), rank
+                sl, seed_off = EnvSlice(rank * total, total, total * world, rank, rank, node), rank
             futs.append(calls.call(w, _remote_setup, self.factory, sl, "replica", None, seed_off, extra,
                                    timeout=policy.timeout))
         calls.wait(futs, workers, count_bytes=False)

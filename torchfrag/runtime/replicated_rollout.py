@@ -286,8 +286,10 @@ class ReplicatedRollout(RpcExecutor):
             workers: RPC names of the actors.
             replace: Fragment target -> stand-in, filled here.
             seed_base: Added to every actor's seed offset (actors of other pools come first).
-            name_slices: Name the rollout in every env slice (several rollouts are sliced).
+            name_slices: Name the rollout in every env slice (as it is whenever the loop has
+                several rollouts with an env: :func:`~torchfrag.policies.contract.slice_node`).
         """
+        from torchfrag.policies.contract import slice_node
         from torchfrag.policies.factory import EnvSlice
 
         extra = worker_extra(self, placement)
@@ -295,7 +297,7 @@ class ReplicatedRollout(RpcExecutor):
         sizes = actor_sizes(self, chain[0], len(workers))
         all_envs = sum(sizes)
         offsets = [sum(sizes[:i]) for i in range(len(workers))]
-        node = chain[0] if name_slices else None
+        node = chain[0] if name_slices else slice_node(self.graph, chain[0])
         ranks = [self.cluster.workers.index(w) + 1 for w in workers]
         futs = [setup_actor(self, w, chain, EnvSlice(o, s, all_envs, i, r, node), seed_base + i + 1, extra)
                 for i, (w, o, s, r) in enumerate(zip(workers, offsets, sizes, ranks))]

@@ -1,0 +1,167 @@
+"""FastSACLoss against TorchRL's SACLoss: same values and gradients for the same batch, parameters
+and random draws; the SAC loop keeps its behaviour (UTD, target updates, temperature learning)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import NormalParamExtractor, TensorDictModule
+from torch import nn
+from torchrl.modules import MLP, ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl.objectives import SACLoss
+
+from torchfrag.algos.envs import make_env
+from torchfrag.algos.sac import SACConfig, make_sac, make_sac_networks
+from torchfrag.algos.sac_loss import FastSACLoss
+
+
+def _losses(env_id: str, loss_function: str = "l2"):
+    env = make_env(env_id, 2)
+    torch.manual_seed(0)
+    actor, qnet = make_sac_networks(env, [32, 32])
+    spec = env.action_spec_unbatched
+    kw = {"num_qvalue_nets": 2, "delay_qvalue": True, "action_spec": spec, "loss_function": loss_function,
+          "alpha_init": 0.7}
+    ref = SACLoss(copy.deepcopy(actor), copy.deepcopy(qnet), **kw)
+    fast = FastSACLoss(copy.deepcopy(actor), copy.deepcopy(qnet), **kw)
+    for loss in (ref, fast):
+        loss.make_value_estimator(gamma=0.97)
+    with torch.no_grad():  # targets differ from the online critics, as after training
+        ref.target_qvalue_network_params.apply(lambda p: p.add_(0.05 * torch.randn_like(p)))
+    fast.load_state_dict(ref.state_dict())
+    obs_dim = env.observation_spec["observation"].shape[-1]
+    n = 64
+    g = torch.Generator().manual_seed(1)
+    batch = TensorDict({
+        "observation": torch.randn(n, obs_dim, generator=g),
+        "action": (torch.rand(n, *spec.shape, generator=g) * 2 - 1) * spec.space.high,
+        "next": {"observation": torch.randn(n, obs_dim, generator=g),
+                 "reward": torch.randn(n, 1, generator=g),
+                 "done": torch.rand(n, 1, generator=g) < 0.3,
+                 "terminated": torch.rand(n, 1, generator=g) < 0.2},
+    }, batch_size=[n])
+    env.close()
+    return ref, fast, batch
+
+
+@pytest.mark.parametrize(("env_id", "loss_function"), [("Pendulum-v1", "l2"), ("HalfCheetah-v5", "l2"),
+                                                       ("Pendulum-v1", "smooth_l1")])
+def test_fast_sac_loss_matches_sacloss(env_id: str, loss_function: str) -> None:
+    ref, fast, batch = _losses(env_id, loss_function)
+    outs, grads = [], []
+    for loss in (ref, fast):
+        torch.manual_seed(123)
+        out = loss(batch.clone())
+        total = out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]
+        loss.zero_grad()
+        total.backward()
+        outs.append(out)
+        grads.append({n: p.grad.clone() for n, p in loss.named_parameters()})
+    for key in ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy"):
+        torch.testing.assert_close(outs[1][key], outs[0][key], rtol=1e-5, atol=1e-5, msg=key)
+    assert grads[0].keys() == grads[1].keys()
+    assert len(grads[0]) == 13  # log_alpha, 6 actor and 6 stacked critic tensors
+    for name, g in grads[0].items():
+        torch.testing.assert_close(grads[1][name], g, rtol=1e-4, atol=1e-5, msg=name)
+    # The losses separate as SACLoss's do: the actor loss does not reach the critics.
+    for loss in (ref, fast):
+        loss.zero_grad()
+        torch.manual_seed(5)
+        loss(batch.clone())["loss_actor"].backward()
+    crit = [n for n in grads[0] if n.startswith("qvalue")]
+    assert all(dict(fast.named_parameters())[n].grad is None for n in crit)
+
+
+def test_fast_sac_loss_refuses_what_it_does_not_compute() -> None:
+    env = make_env("Pendulum-v1", 2)
+    actor, qnet = make_sac_networks(env, [8])
+    with pytest.raises(ValueError, match="reduction='mean' only, got 'sum'"):
+        FastSACLoss(actor, qnet, reduction="sum")
+
+    class Odd(nn.Module):  # not a Sequential: its forward is unknown to the plan
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 1)
+
+        def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+            return self.lin(torch.cat([obs, act], -1))
+
+    odd = ValueOperator(Odd(), in_keys=["observation", "action"])
+    with pytest.raises(ValueError, match="needs nn.Sequential networks.*; the critic has Odd at its root"):
+        FastSACLoss(actor, odd)
+    spec = env.action_spec_unbatched
+    body = TensorDictModule(nn.Sequential(MLP(in_features=3, out_features=2, num_cells=[8]),
+                                          NormalParamExtractor()), ["observation"], ["loc", "scale"])
+    from torch.distributions import Normal
+    normal_actor = ProbabilisticActor(body, in_keys=["loc", "scale"], spec=spec, distribution_class=Normal)
+    with pytest.raises(ValueError, match="needs a TanhNormal actor, got Normal"):
+        FastSACLoss(normal_actor, qnet)
+    tanh_loc = ProbabilisticActor(body, in_keys=["loc", "scale"], spec=spec, distribution_class=TanhNormal,
+                                  distribution_kwargs={"tanh_loc": True})
+    with pytest.raises(ValueError, match="tanh_loc=False"):
+        FastSACLoss(tanh_loc, qnet)
+    env.close()
+
+
+def test_sac_loop_keeps_its_schedule() -> None:
+    """UTD, one soft target update per gradient step, the temperature learned: as before the new loss."""
+    cfg = SACConfig(num_envs=2, steps=4, updates=3, batch_size=16, learning_starts=32, hidden=[16], tau=0.1)
+    loop = make_sac("Pendulum-v1", cfg, seed=0)
+    assert isinstance(loop.loss, FastSACLoss)
+    targets0 = loop.loss.target_qvalue_network_params.clone()
+    online0 = loop.loss.qvalue_network_params.clone()
+    log_alpha0 = loop.loss.log_alpha.item()
+    opt_steps0 = loop.learn.optimizer.state_dict()["state"]
+    assert not opt_steps0
+    loop()
+    state = loop.learn.optimizer.state_dict()["state"]
+    assert int(state[0]["step"]) == cfg.updates  # `updates` gradient steps per iteration
+    assert loop.loss.log_alpha.item() != log_alpha0
+    # `updates` soft updates (tau) after the gradient steps: target = s + (t0 - s) * (1 - tau)^updates.
+    for key, t0 in targets0.items(True, True):
+        s = loop.loss.qvalue_network_params.get(key).detach()
+        expect = s + (t0 - s) * (1 - cfg.tau) ** cfg.updates
+        torch.testing.assert_close(loop.loss.target_qvalue_network_params.get(key), expect)
+        assert not torch.equal(s, online0.get(key))
+    assert loop.target.steps == cfg.updates
+    assert len(loop.buffer) == cfg.learning_starts + cfg.num_envs * cfg.steps
+    loop.close()
+
+
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_prefill_from_the_pool_is_a_step_loop(num_envs: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The random warm-up in one pool rollout writes what the per-step TorchRL loop writes (keys,
+    dtypes, chained transitions, episode ends) and hands the rollout the same kind of carry."""
+    from torchfrag.algos import replay
+
+    cfg = SACConfig(num_envs=num_envs, steps=2, updates=1, batch_size=8, learning_starts=250 * num_envs - 1,
+                    hidden=[8])
+    fast = make_sac("Pendulum-v1", cfg, seed=4)
+    monkeypatch.setattr(replay, "_pool_rollout", lambda *a: None)
+    slow = make_sac("Pendulum-v1", cfg, seed=4)
+    steps = -(-cfg.learning_starts // num_envs)
+    for loop in (fast, slow):
+        assert len(loop.buffer) == loop.rollout.frames == steps * num_envs
+    a, b = fast.buffer[:], slow.buffer[:]
+    assert set(a.keys(True, True)) == set(b.keys(True, True))
+    for key in a.keys(True, True):
+        assert a.get(key).dtype == b.get(key).dtype and a.get(key).shape == b.get(key).shape, key
+    # The same reset (same seed), then transitions that chain: obs[t+1] == next obs[t] within an
+    # episode; Pendulum's 200-step episodes end (truncated) inside the warm-up, and the next one restarts.
+    torch.testing.assert_close(a["observation"][:num_envs], b["observation"][:num_envs])
+    obs = a["observation"].reshape(num_envs, steps, -1)
+    nobs = a["next", "observation"].reshape(num_envs, steps, -1)
+    done = a["next", "done"].reshape(num_envs, steps)
+    assert done[:, 199].all() and done.sum() == num_envs * (steps // 200)
+    assert torch.equal(obs[:, 1:][~done[:, :-1]], nobs[:, :-1][~done[:, :-1]])
+    assert not torch.isclose(obs[:, 200], nobs[:, 199]).all()
+    for loop in (fast, slow):
+        carry = loop.rollout._carry
+        assert carry["observation"].dtype == torch.float32 and not carry["done"].any()
+    torch.testing.assert_close(fast.rollout._carry["observation"], nobs[:, -1])
+    assert fast.rollout.stats.returns and len(fast.rollout.stats.returns) == len(slow.rollout.stats.returns)
+    for loop in (fast, slow):
+        loop()
+        loop.close()

@@ -1,0 +1,210 @@
+"""SAC's losses in plain tensor operations: TorchRL's ``SACLoss`` without its per-call overhead.
+
+TorchRL's :class:`~torchrl.objectives.SACLoss` builds, per call, several
+TensorDicts, a ``TanhNormal`` distribution per actor pass, swaps the actor's
+parameters in and out (``to_module``) and runs the twin critics through
+``vmap``: ~9 ms of Python per gradient step on top of the arithmetic, more
+than the arithmetic itself for SAC's 256x256 networks on a CPU core (profile
+in ``docs/benchmarks.md``). :class:`FastSACLoss` is that class with another
+``forward``: the same parameters (``actor_network_params``, the stacked
+``qvalue_network_params`` and their targets, ``log_alpha``), the same state
+dict, the same target-network updaters, the same outputs and, for the same
+random draws, the same values and gradients (``tests/test_sac_loss.py`` checks
+both against ``SACLoss``). The twin critics run as one batched MLP on their
+stacked ``[2, out, in]`` weights (``baddbmm``), the actor as its linear layers
+on its parameters, the ``TanhNormal`` sample and log-probability from the
+pre-tanh value, the TD(0) target as one expression.
+
+It covers what torchfrag's SAC builds (SAC v2: no value network, TD(0)
+targets, mean reduction, no prioritized-replay weights) with networks that are
+``nn.Sequential`` trees of ``nn.Linear`` layers and parameter-free modules;
+anything else is refused when the loss is built.
+
+Example:
+    >>> import torch
+    >>> from torchfrag.algos.envs import make_env
+    >>> from torchfrag.algos.sac import make_sac_networks
+    >>> from torchfrag.algos.sac_loss import FastSACLoss
+    >>> env = make_env("Pendulum-v1", 2)
+    >>> actor, qnet = make_sac_networks(env, [16])
+    >>> loss = FastSACLoss(actor, qnet, num_qvalue_nets=2, delay_qvalue=True,
+    ...                    action_spec=env.action_spec_unbatched)
+    >>> loss.make_value_estimator(gamma=0.99)
+    >>> batch = env.rollout(4, actor, break_when_any_done=False).reshape(-1)
+    >>> sorted(loss(batch).keys())
+    ['alpha', 'entropy', 'loss_actor', 'loss_alpha', 'loss_qvalue']
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torch import nn
+from torchrl.modules.distributions.continuous import TanhNormal
+from torchrl.modules.distributions.utils import safetanh_noeps
+from torchrl.objectives import SACLoss
+from torchrl.objectives.utils import distance_loss
+from torchrl.objectives.value import TD0Estimator
+
+__all__ = ["FastSACLoss"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_LOG_2 = math.log(2.0)
+
+# One step of a network plan: ("linear", weight key, bias key or None) or ("call", module).
+_Step = tuple[str, Any, Any]
+
+
+def _plan(module: nn.Module, params: TensorDictBase, what: str) -> list[_Step]:
+    """The leaves of a ``Sequential`` tree in call order, linear layers mapped to their keys in ``params``."""
+    keys = [k if isinstance(k, tuple) else (k,) for k in params.keys(True, True)]
+    steps: list[_Step] = []
+
+    def walk(mod: nn.Module, path: tuple[str, ...]) -> None:
+        children = list(mod.named_children())
+        if isinstance(mod, nn.Linear):
+            found = {}
+            for leaf in ("weight", "bias"):
+                suffix = (*path, leaf)
+                hits = [k for k in keys if k[-len(suffix):] == suffix]
+                if len(hits) > 1:
+                    raise ValueError(f"FastSACLoss: {what} parameter {'.'.join(suffix)} is ambiguous: {hits}")
+                found[leaf] = hits[0] if hits else None
+            if found["weight"] is None:
+                raise ValueError(f"FastSACLoss: {what} has no parameter for layer {'.'.join(path)}")
+            steps.append(("linear", found["weight"], found["bias"]))
+        elif not any(True for _ in mod.parameters()):
+            steps.append(("call", mod, None))  # activations, NormalParamExtractor: no weights to map
+        elif isinstance(mod, nn.Sequential):
+            for name, child in children:
+                walk(child, (*path, name))
+        else:
+            raise ValueError(f"FastSACLoss needs nn.Sequential networks of nn.Linear and parameter-free "
+                             f"layers; {what} has {type(mod).__name__} at {'.'.join(path) or 'its root'}")
+
+    walk(module, ())
+    return steps
+
+
+def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    if w.dim() == 2:
+        return nn.functional.linear(x, w, b)
+    # Stacked ensemble weights [N, out, in]: one batched matmul for all N networks.
+    if x.dim() == 2:
+        x = x.expand(w.shape[0], *x.shape)
+    if b is None:
+        return torch.bmm(x, w.transpose(1, 2))
+    return torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
+
+
+def _run(steps: list[_Step], params: TensorDictBase, x: torch.Tensor, detach: bool = False) -> Any:
+    for kind, a, b in steps:
+        if kind == "linear":
+            w = params.get(a)
+            bias = params.get(b) if b is not None else None
+            if detach:
+                w = w.detach()
+                bias = bias.detach() if bias is not None else None
+            x = _linear(x, w, bias)
+        else:
+            x = a(x)
+    return x
+
+
+class FastSACLoss(SACLoss):
+    """TorchRL's ``SACLoss`` (v2: twin critics, learned temperature) with a plain-tensor ``forward``.
+
+    Takes ``SACLoss``'s arguments; refuses (``ValueError``) what its ``forward``
+    does not cover: a value network, a non-``TanhNormal`` actor, reductions
+    other than ``"mean"``, networks that are not ``nn.Sequential`` trees of
+    ``nn.Linear`` and parameter-free layers, inputs other than
+    ``["observation"]`` (actor) and ``["observation", "action"]`` (critic).
+    The value estimator must be TD(0) (``make_value_estimator(gamma=...)``).
+
+    Example:
+        >>> from torchfrag.algos.envs import make_env
+        >>> from torchfrag.algos.sac import make_sac_networks
+        >>> from torchfrag.algos.sac_loss import FastSACLoss
+        >>> env = make_env("Pendulum-v1", 2)
+        >>> actor, qnet = make_sac_networks(env, [16])
+        >>> FastSACLoss(actor, qnet, reduction="sum")
+        Traceback (most recent call last):
+        ...
+        ValueError: FastSACLoss supports reduction='mean' only, got 'sum'
+    """
+
+    def __init__(self, actor_network: Any, qvalue_network: Any, *args: Any, **kwargs: Any) -> None:
+        reduction = kwargs.get("reduction", "mean")
+        if reduction not in (None, "mean"):
+            raise ValueError(f"FastSACLoss supports reduction='mean' only, got {reduction!r}")
+        super().__init__(actor_network, qvalue_network, *args, **kwargs)
+        if self._version != 2:
+            raise ValueError("FastSACLoss computes SAC v2 (no value_network); got a value network")
+        actor_in = list(actor_network.in_keys)
+        q_in = list(qvalue_network.in_keys)
+        if actor_in != ["observation"] or q_in != ["observation", "action"]:
+            raise ValueError(f"FastSACLoss needs actor in_keys ['observation'] and critic in_keys "
+                             f"['observation', 'action']; got {actor_in} and {q_in}")
+        body, head = actor_network.module[0], actor_network.module[-1]
+        if getattr(head, "distribution_class", None) is not TanhNormal:
+            raise ValueError(f"FastSACLoss needs a TanhNormal actor, got "
+                             f"{getattr(head, 'distribution_class', type(head)).__name__}")
+        dist_kwargs = dict(head.distribution_kwargs)
+        if dist_kwargs.get("tanh_loc", False) or dist_kwargs.get("safe_tanh", True) is not True:
+            raise ValueError("FastSACLoss needs TanhNormal(tanh_loc=False, safe_tanh=True) (TanhNormal's defaults)")
+        low = torch.as_tensor(dist_kwargs.get("low", -1.0), dtype=torch.float32)
+        high = torch.as_tensor(dist_kwargs.get("high", 1.0), dtype=torch.float32)
+        # TanhNormal maps tanh's (-1, 1) onto [low, high] only when the box is not (-1, 1).
+        self._affine = bool((low != -1.0).any() or (high != 1.0).any())
+        device = self.log_alpha.device  # the networks' (SACLoss puts log_alpha there)
+        self.register_buffer("_act_loc", ((high + low) / 2).to(device), persistent=False)
+        self.register_buffer("_act_scale", ((high - low) / 2).to(device), persistent=False)
+        self._actor_plan = _plan(body.module, self.actor_network_params, "the actor")
+        self._q_plan = _plan(qvalue_network.module, self.qvalue_network_params, "the critic")
+
+    def _sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised ``TanhNormal`` action and its log-probability (TanhNormal's formulas)."""
+        loc, scale = _run(self._actor_plan, self.actor_network_params, obs)[:2]
+        eps = torch.randn_like(loc)
+        pre = loc + scale * eps
+        # log N(pre; loc, scale) - log|d tanh(pre)/d pre| - log|affine scale|, summed over the action.
+        log_prob = (-0.5 * eps.pow(2) - scale.log() - _HALF_LOG_2PI
+                    - 2.0 * (_LOG_2 - pre - nn.functional.softplus(-2.0 * pre)))
+        action = safetanh_noeps(pre)
+        if self._affine:
+            action = action * self._act_scale + self._act_loc
+            log_prob = log_prob - self._act_scale.abs().log()
+        return action, log_prob.sum(-1)
+
+    def _q(self, params: TensorDictBase, obs: torch.Tensor, action: torch.Tensor,
+           detach: bool = False) -> torch.Tensor:
+        """Q(s, a) of every critic: ``[num_qvalue_nets, batch]``."""
+        return _run(self._q_plan, params, torch.cat([obs, action], -1), detach).squeeze(-1)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """SAC's critic, actor and temperature losses (what ``SACLoss.forward`` returns, not the
+        ``td_error`` it writes into the batch for prioritized replay)."""
+        estimator = self.value_estimator
+        if not isinstance(estimator, TD0Estimator):
+            raise TypeError(f"FastSACLoss computes TD(0) targets; the value estimator is {type(estimator).__name__}")
+        obs = tensordict.get("observation")
+        nxt = tensordict.get("next")
+        alpha = self._alpha
+        with torch.no_grad():
+            next_action, next_log_prob = self._sample(nxt.get("observation"))
+            next_q = self._q(self.target_qvalue_network_params, nxt.get("observation"), next_action)
+            next_value = (next_q - alpha * next_log_prob).min(0)[0]
+            reward = nxt.get("reward").squeeze(-1)
+            live = (~nxt.get("terminated").squeeze(-1)).to(reward.dtype)
+            target = reward + estimator.gamma * live * next_value
+        q = self._q(self.qvalue_network_params, obs, tensordict.get("action"))
+        loss_qvalue = distance_loss(q, target.expand_as(q), loss_function=self.loss_function).sum(0).mean()
+        action, log_prob = self._sample(obs)
+        q_pi = self._q(self.qvalue_network_params, obs, action, detach=True).min(0)[0]
+        loss_actor = (alpha * log_prob - q_pi).mean()
+        log_prob = log_prob.detach()
+        loss_alpha = (-self.log_alpha * (log_prob + self.target_entropy)).mean()
+        return TensorDict({"loss_actor": loss_actor, "loss_qvalue": loss_qvalue, "loss_alpha": loss_alpha,
+                           "alpha": alpha, "entropy": -log_prob.mean()}, batch_size=[])

@@ -177,3 +177,20 @@ def test_named_observations_refused_where_they_do_not_exist() -> None:
         PoolEnv("CheetahRun-v1", named_observations="yes")
     with pytest.raises(ValueError, match="have 17 values"):
         split_observation("CheetahRun-v1", np.zeros(16))
+
+
+def test_pool_collector_takes_named_observations() -> None:
+    from torchfrag.collectors import PoolCollector
+
+    collector = PoolCollector("CheetahRun-v1", policy=None, frames_per_batch=16, total_frames=32,
+                              num_envs=4, named_observations=True)
+    batches = list(collector)
+    collector.shutdown()
+    assert len(batches) == 2
+    assert batches[0]["next", "position"].shape == (4, 4, 8)
+    assert "observation" not in batches[0].keys()
+    # A plain PoolEnv handed over keeps the fast pool path (its new arguments are no env options).
+    collector = PoolCollector(PoolEnv("CheetahRun-v1", 4), policy=None, frames_per_batch=16,
+                              total_frames=16)
+    assert next(iter(collector))["observation"].shape == (4, 4, 17)
+    collector.shutdown()

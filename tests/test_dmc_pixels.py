@@ -94,8 +94,9 @@ def test_poolenv_from_pixels_as_dmcontrolenv() -> None:
     assert set(env.observation_spec.keys()) == {"pixels"}
     assert env.reset()["pixels"].shape == (2, 64, 64, 3)
     env.close()
-    assert set(PoolEnv("CheetahRun-v1", from_pixels=True).observation_spec.keys()) == {
-        "pixels", "observation"}
+    env = PoolEnv("CheetahRun-v1", from_pixels=True)
+    assert set(env.observation_spec.keys()) == {"pixels", "observation"}
+    env.close()
     env = PoolEnv("WalkerWalk-v1", 2, seed=SEED, from_pixels=True, pixels_only=False,
                   named_observations=True, max_episode_steps=2,
                   render_kwargs={"width": 84, "height": 84})
@@ -128,3 +129,22 @@ def test_gymnasium_render_and_bad_arguments() -> None:
     with pytest.raises(ValueError, match="unknown rendering arguments"):
         pool.configure_render(camera_name="side")
     pool.close()
+
+
+def test_closing_one_renderer_leaves_the_others_frames_intact() -> None:
+    # Each pool draws in its own OpenGL context; freeing one (close, or garbage collection at
+    # any time) once freed the GL objects of whichever context was current.
+    walker = make("WalkerWalk-v1", seed=SEED)
+    walker.configure_render(height=84, width=84)
+    walker.reset()
+    before = _drawn(lambda: walker.render(0))
+    for _ in range(2):
+        other = make("CheetahRun-v1")
+        other.configure_render(height=84, width=84)
+        other.reset()
+        other.render(0)
+        walker.render(0)  # the walker's context is now the current one
+        other.close()
+        np.testing.assert_array_equal(walker.render(0), before)
+    np.testing.assert_array_equal(before, FRAMES["WalkerWalk-v1:84x84:0:0"])
+    walker.close()

@@ -63,7 +63,7 @@ _POOL_PATH_ANY = frozenset({"device", "storing_device", "policy_device", "replay
                             "use_buffers", "no_cuda_sync", "post_collect_hook"})
 # PoolEnv options that change its conventions (not env options of the pool).
 _POOL_ENV_CONVENTIONS = ("categorical_action_encoding", "from_pixels", "pixels_only",
-                         "frame_skip")
+                         "frame_skip", "named_observations", "render_kwargs", "camera_id")
 # Arguments the pool path supports at these values only (TorchRL's defaults);
 # other values are served by TorchRL's own Collector over a PoolEnv.
 _POOL_PATH_DEFAULTS: dict[str, tuple[Any, ...]] = {
@@ -391,7 +391,7 @@ class PoolCollector(BaseCollector):
             seed, num_threads = kw.pop("seed"), kw.pop("num_threads")
             for k in ("device", "info_keys", "categorical_action_encoding", "from_pixels",
                       "observation_dtype", "pixels_only", "frame_skip", "allow_done_after_reset",
-                      "spec_locked"):
+                      "spec_locked", "named_observations", "render_kwargs", "camera_id"):
                 kw.pop(k)
             kw.update(kw.pop("env_options") or {})
             take_gymenv_kwargs(env_id, kw)  # GymEnv's no-op arguments are no env options

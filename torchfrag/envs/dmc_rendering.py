@@ -199,9 +199,12 @@ class DmcDrawer:
         """Frees the OpenGL context."""
         if self._gl is not None:
             context, mjr = self._gl[0], self._gl[1]
+            self._gl = None
+            # MuJoCo frees the GL objects of whatever context is current: make it this
+            # one, or another drawer's framebuffers (same GL names) would go instead.
+            context.make_current()
             mjr.free()
             context.free()
-            self._gl = None
 
 
 def _gl_context_class() -> type:

@@ -4,8 +4,11 @@ For each env id of a family, the same ids, batch and threads run on torchfrag's
 pool and envpool (sync ``step`` of the whole batch), alternating sides, and
 report medians of env steps per second.  Where a family has a physics engine,
 its limit is measured too: the same envs stepped in a plain C++ loop with no
-pool around them (``benchmarks/native/<family>_limit.cpp``), so ``of limit``
-says how much of the engine's speed the pool keeps.  Results go to
+pool around them (``benchmarks/native/<family>_limit.cpp``; DMC: ``mj_step``
+from the same number of threads, see :func:`dmc_limit_runner`), so ``of limit``
+says how much of the engine's speed the pool keeps. DMC also records CPU time
+per env step of ``mj_step`` alone and of the pool (:func:`dmc_cpu_breakdown`),
+which a loaded host distorts far less than wall-clock rates.  Results go to
 ``benchmarks/results/catalog_<family>.json`` and ``.png``.
 
 Usage:
@@ -42,8 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Family -> (env ids measured, the --quick subset); envpool 1.2.5 has the same ids.
 FAMILIES: dict[str, tuple[list[str], list[str]]] = {
     "box2d": (["LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
-               "BipedalWalkerHardcore-v3"],
-              ["LunarLander-v3", "BipedalWalker-v3"]),
+               "BipedalWalkerHardcore-v3", "CarRacing-v3"],
+              ["LunarLander-v3", "BipedalWalker-v3", "CarRacing-v3"]),
     "minigrid": (["MiniGrid-Empty-8x8-v0", "MiniGrid-DoorKey-8x8-v0", "MiniGrid-FourRooms-v0",
                   "MiniGrid-LavaCrossingS9N1-v0", "MiniGrid-KeyCorridorS3R3-v0",
                   "MiniGrid-MultiRoom-N2-S4-v0", "MiniGrid-Dynamic-Obstacles-8x8-v0",
@@ -91,40 +94,121 @@ def limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: float
     return measure
 
 
-def dmc_limit_runner(env_id: str, threads: int, min_time: float) -> Callable[[], float]:
-    """The physics limit of a DMC task: ``mujoco.mj_step`` on dm_control's XML, one thread.
-
-    Random controls; only the ``mj_step`` calls are timed (no observation, reward or
-    Python loop cost), and the single-thread rate is multiplied by ``threads`` (the
-    pool's envs are independent, so this is what perfect scaling would give).
-    """
+def _dmc_model(env_id: str) -> tuple[object, int]:
     import mujoco
-    import numpy as np
 
     from torchfrag._preload.mujoco import dmc_assets_dir
 
     xml, nsub = DMC_PHYSICS[env_id]
-    model = mujoco.MjModel.from_xml_path(os.path.join(dmc_assets_dir(), xml))
-    data = mujoco.MjData(model)
+    return mujoco.MjModel.from_xml_path(os.path.join(dmc_assets_dir(), xml)), nsub
+
+
+def dmc_limit_runner(env_id: str, n: int, threads: int, min_time: float
+                     ) -> Callable[[], float]:
+    """The physics limit of a DMC task: ``mujoco.mj_step`` on dm_control's XML.
+
+    ``threads`` threads run at once (MuJoCo's bindings release the GIL), each
+    stepping its share of ``n`` envs (own ``MjData``) round robin with random
+    controls, as the pool's workers do. Only the ``mj_step`` calls are timed
+    (no observation, reward or Python loop cost); the rate is the sum over
+    threads of steps / time inside ``mj_step``. Measured concurrently, under
+    the same load as the pool beside it: one thread's rate times ``threads``
+    (what this runner did before) assumes idle cores, which a shared host
+    does not have.
+    """
+    import threading
+
+    import mujoco
+    import numpy as np
+
+    model, nsub = _dmc_model(env_id)
     rng = np.random.default_rng(0)
     acts = rng.uniform(model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1],
                        size=(256, model.nu))
+    shares = [len(range(k, n, threads)) for k in range(threads)]
+    datas = [[mujoco.MjData(model) for _ in range(share)] for share in shares]
 
-    def measure() -> float:
+    def worker(envs: list, out: list, slot: int) -> None:
         busy, done, t = 0.0, 0, 0
         wall = time.perf_counter()
         while time.perf_counter() - wall < min_time:
-            data.ctrl[:] = acts[done % len(acts)]
-            t0 = time.perf_counter()
-            mujoco.mj_step(model, data, nstep=nsub)
-            busy += time.perf_counter() - t0
-            done += 1
+            for data in envs:
+                data.ctrl[:] = acts[done % len(acts)]
+                t0 = time.perf_counter()
+                mujoco.mj_step(model, data, nstep=nsub)
+                busy += time.perf_counter() - t0
+                done += 1
             t += 1
             if t >= 1000:  # dm_control's episodes are 1000 env steps
-                mujoco.mj_resetData(model, data)
+                for data in envs:
+                    mujoco.mj_resetData(model, data)
                 t = 0
-        return done / busy * threads
+        out[slot] = done / busy
+
+    def measure() -> float:
+        rates = [0.0] * threads
+        workers = [threading.Thread(target=worker, args=(datas[k], rates, k))
+                   for k in range(threads) if datas[k]]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        return sum(rates)
     return measure
+
+
+def dmc_cpu_breakdown(env_id: str, n: int, steps: int = 2000) -> dict[str, float]:
+    """CPU microseconds per env step (load-independent to first order), one thread each.
+
+    ``mj_step``: ``mj_step(nstep)`` alone; ``dm_control_sequence``: dm_control's
+    legacy step (``mj_step2``, ``nstep - 1`` ``mj_step``, ``mj_step1``; RK4
+    models: ``nstep`` ``mj_step`` then ``mj_step1``), the physics the pool's
+    envs run; ``pool``: the pool with one worker thread
+    stepping ``n`` envs (process CPU time: worker, Python caller, observation
+    and reward code, batching).
+    """
+    import mujoco
+    import numpy as np
+
+    from torchfrag.envs import make
+
+    model, nsub = _dmc_model(env_id)
+    acts = np.random.default_rng(0).uniform(model.actuator_ctrlrange[:, 0],
+                                            model.actuator_ctrlrange[:, 1], size=(256, model.nu))
+
+    rk4 = model.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4
+
+    def physics(legacy: bool) -> float:
+        data = mujoco.MjData(model)
+        mujoco.mj_forward(model, data)
+        c0 = time.thread_time()
+        for i in range(steps):
+            if i % 1000 == 0:
+                mujoco.mj_resetData(model, data)
+                mujoco.mj_forward(model, data)
+            data.ctrl[:] = acts[i % len(acts)]
+            if legacy and rk4:  # dm_control: nstep mj_step, then mj_step1
+                mujoco.mj_step(model, data, nstep=nsub)
+                mujoco.mj_step1(model, data)
+            elif legacy:
+                mujoco.mj_step2(model, data)
+                if nsub > 1:
+                    mujoco.mj_step(model, data, nstep=nsub - 1)
+                mujoco.mj_step1(model, data)
+            else:
+                mujoco.mj_step(model, data, nstep=nsub)
+        return (time.thread_time() - c0) / steps * 1e6
+
+    pool = make(env_id, num_envs=n, num_threads=1, seed=0)
+    pool.reset()
+    batch = np.random.default_rng(0).uniform(-1, 1, (64, n, model.nu)).astype(np.float32)
+    calls = max(1, steps // n)
+    c0 = time.process_time()
+    for i in range(calls):
+        pool.step(batch[i % len(batch)])
+    pool_us = (time.process_time() - c0) / (calls * n) * 1e6
+    pool.close()
+    return {"mj_step": physics(False), "dm_control_sequence": physics(True), "pool": pool_us}
 
 
 def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_time: float,
@@ -138,14 +222,20 @@ def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_tim
                 if exe is not None:
                     runners["limit"] = limit_runner(exe, env_id, n, threads, min_time)
                 elif family == "dmc":
-                    runners["limit"] = dmc_limit_runner(env_id, threads, min_time)
+                    runners["limit"] = dmc_limit_runner(env_id, n, threads, min_time)
                 log.info("measuring %s n=%d", env_id, n)
+                load_before = list(os.getloadavg())
                 samples = alternate(runners, repeats)
                 for close in closers:
                     close()
-                records.append({"env_id": env_id, "num_envs": n, "mode": "sync",
-                                "threads": threads, "samples": samples,
-                                "median": {k: median(v) for k, v in samples.items()}})
+                record = {"env_id": env_id, "num_envs": n, "mode": "sync",
+                          "threads": threads, "samples": samples,
+                          "median": {k: median(v) for k, v in samples.items()},
+                          # 1/5/15-minute load averages around this measurement
+                          "loadavg": {"before": load_before, "after": list(os.getloadavg())}}
+                if family == "dmc":
+                    record["cpu_us_per_step"] = dmc_cpu_breakdown(env_id, n)
+                records.append(record)
     return {"records": records}
 
 
@@ -165,6 +255,17 @@ def report(result: dict, family: str) -> None:
     threads = result["settings"]["threads"]
     print_table(["env", "envs", "envpool", "torchfrag", "vs envpool", "limit", "of limit"], rows,
                 title=f"{family}: env steps/s, sync, {threads} threads (medians)")
+    cpu_rows = []
+    for r in result["records"]:
+        cpu = r.get("cpu_us_per_step")
+        if cpu:
+            r["cpu_fraction_of_limit"] = cpu["mj_step"] / cpu["pool"]
+            cpu_rows.append([r["env_id"], r["num_envs"], f"{cpu['mj_step']:.1f}",
+                             f"{cpu['dm_control_sequence']:.1f}", f"{cpu['pool']:.1f}",
+                             f"{100 * r['cpu_fraction_of_limit']:.0f}%"])
+    if cpu_rows:
+        print_table(["env", "envs", "mj_step", "dm_control seq", "pool (1 thread)", "of limit"],
+                    cpu_rows, title=f"{family}: CPU microseconds per env step")
     name = f"catalog_{family}"
     groups = [f"{r['env_id'].removeprefix('MiniGrid-').rsplit('-', 1)[0]} n={r['num_envs']}"
               for r in result["records"]]

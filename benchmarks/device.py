@@ -156,7 +156,8 @@ def pool_face(n: int, threads: int) -> Callable[[], int]:
     """The C++ pool through :class:`~torchfrag.envs.PoolEnv` (``step_and_maybe_reset``)."""
     from torchfrag.envs import PoolEnv
 
-    env = PoolEnv(ENV_ID, n, num_threads=threads, seed=0, info_keys=[])
+    env = PoolEnv(ENV_ID, n, num_threads=threads, seed=0, info_keys=[],
+                  categorical_action_encoding=True)
     return _face(env, n, torch.device("cpu"))
 
 

@@ -101,7 +101,7 @@ def cases(seconds: float) -> dict[str, tuple[str, str, Callable, Callable]]:
                                                    calls_per_second(train(old_cnn), seconds),
                                                    calls_per_second(train(new_cnn), seconds))
 
-    env = PoolEnv("CartPole-v1", 16, seed=0)
+    env = PoolEnv("CartPole-v1", 16, seed=0, categorical_action_encoding=True)
     carry = env.reset()
     actor = RandomActor(env)
     out["RandomActor call, 16 envs"] = (
@@ -117,7 +117,7 @@ def cases(seconds: float) -> dict[str, tuple[str, str, Callable, Callable]]:
         calls_per_second(lambda: frag(batch), seconds))
 
     stats = EpisodeStats()
-    counted = TransformedEnv(PoolEnv("CartPole-v1", 16, seed=0),
+    counted = TransformedEnv(PoolEnv("CartPole-v1", 16, seed=0, categorical_action_encoding=True),
                              Compose(RewardSum(), StepCounter()))
 
     def kept():

@@ -160,7 +160,8 @@ def pool_env_rollout(env_id: str, n: int, steps: int, min_time: float,
                      **kwargs: Any) -> tuple[Runner, Any]:
     from torchfrag.envs import PoolEnv
 
-    env = PoolEnv(env_id, n, seed=0, **kwargs)
+    # Index actions, as the GymEnv peers (categorical_action_encoding=True).
+    env = PoolEnv(env_id, n, seed=0, **{"categorical_action_encoding": True, **kwargs})
     state = {"td": env.reset()}
 
     def step() -> int:
@@ -223,7 +224,8 @@ def pool_collector(env_id: str, n: int, policy: Any, fpb: int, min_time: float,
     from torchfrag.envs import PoolEnv
 
     if env_options is not None:  # a PoolEnv instance with these options, as a user passes it
-        c = PoolCollector(PoolEnv(env_id, n, seed=0, **env_options), policy,
+        c = PoolCollector(PoolEnv(env_id, n, seed=0, categorical_action_encoding=True,
+                                  **env_options), policy,
                           frames_per_batch=fpb, total_frames=-1)
     else:
         c = PoolCollector(env_id, policy, num_envs=n, frames_per_batch=fpb, total_frames=-1,

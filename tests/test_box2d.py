@@ -46,16 +46,44 @@ def _policy(kind: str, rng: np.random.Generator, ref, obs: np.ndarray, continuou
     return int(rng.integers(0, 4))
 
 
+def _frame_without_flames(ours: np.ndarray, ref, where: str) -> float:
+    """Asserts ``ours`` is the reference's frame without its flame particles.
+
+    Then draws the reference's own frame (which ages its particles, as every
+    Gymnasium ``render()`` call does) and returns the share of pixels in which
+    the two differ: the flames the pool does not simulate. BipedalWalker has
+    none: its frame must be the reference's own (one ``render()`` call).
+    """
+    env = ref.unwrapped
+    if not hasattr(env, "particles"):
+        np.testing.assert_array_equal(ours, env.render(), err_msg=where)
+        return 0.0
+    particles, env.particles = env.particles, []
+    try:
+        np.testing.assert_array_equal(ours, env.render(), err_msg=where)
+    finally:
+        env.particles = particles
+    return float(np.mean(np.any(ours != env.render(), axis=-1)))
+
+
 def _align(env_id: str, options: dict, kind: str, num_envs: int, steps: int,
-           seed: int = 7) -> dict:
-    """Steps the pool and one replaying reference per env; returns episode outcomes seen."""
+           seed: int = 7, frames: list[float] | None = None) -> dict:
+    """Steps the pool and one replaying reference per env; returns episode outcomes seen.
+
+    ``frames``: also compares ``pool.render(i)`` with the reference's frame
+    after every reset and step, appending the share of pixels the flames
+    change (see :func:`_frame_without_flames`).
+    """
     continuous = isinstance(spec(env_id, **options).action_space, gymnasium.spaces.Box)
     pool = make(env_id, num_envs=num_envs, seed=seed, **options)
-    refs = [_reference(env_id, s, **options) for s in per_env_seeds(seed, num_envs)]
+    drawing = {} if frames is None else {"render_mode": "rgb_array"}
+    refs = [_reference(env_id, s, **options, **drawing) for s in per_env_seeds(seed, num_envs)]
     obs, _ = pool.reset()
     ref_obs = [ref.reset()[0] for ref in refs]
     for i in range(num_envs):
         np.testing.assert_array_equal(obs[i], ref_obs[i], err_msg=f"{env_id} env {i} reset")
+        if frames is not None:
+            frames.append(_frame_without_flames(pool.render(i), refs[i], f"{env_id} env {i}"))
     rng = np.random.default_rng(seed)
     needs_reset = [False] * num_envs
     outcomes = {"landed": 0, "crashed": 0, "truncated": 0, "steps": 0}
@@ -78,6 +106,8 @@ def _align(env_id: str, options: dict, kind: str, num_envs: int, steps: int,
             np.testing.assert_array_equal(obs[i], ref_obs[i], err_msg=where)
             assert reward[i] == r_rew, (where, reward[i], r_rew)
             assert (bool(terminated[i]), bool(truncated[i])) == (r_term, r_trunc), where
+            if frames is not None:
+                frames.append(_frame_without_flames(pool.render(i), ref, where))
     pool.close()
     return outcomes
 
@@ -98,6 +128,54 @@ def test_lunar_lander_matches_gymnasium_bit_for_bit(env_id: str, options: dict, 
     assert outcomes["crashed"] + outcomes["landed"] >= (3 if kind == "random" else 1), outcomes
     if kind == "heuristic" and not options.get("enable_wind"):
         assert outcomes["landed"] >= 1, outcomes
+
+
+@pytest.mark.parametrize("env_id,kind", [("LunarLander-v3", "random"),
+                                         ("LunarLanderContinuous-v3", "random")])
+def test_lunar_lander_frames_equal_gymnasiums_but_the_flames(env_id: str, kind: str) -> None:
+    """render() over whole episodes: Gymnasium's frame with its flame particles hidden.
+
+    Gymnasium's flames are bodies of its world made only under a render mode;
+    the pool does not simulate them (the physics is the same without). With
+    them drawn, the frames differ in the flames' pixels alone.
+    """
+    pytest.importorskip("pygame")
+    diffs: list[float] = []
+    outcomes = _align(env_id, {}, kind, num_envs=2, steps=150, frames=diffs)
+    assert outcomes["crashed"] + outcomes["landed"] >= 2, outcomes
+    assert len(diffs) == 2 * 151
+    shown = np.array(diffs) > 0  # measured: in ~98% of frames, at most 0.09% of the pixels
+    assert shown.mean() > 0.5 and max(diffs) < 0.002, (shown.mean(), max(diffs))
+
+
+@pytest.mark.parametrize("env_id", ["BipedalWalker-v3", "BipedalWalkerHardcore-v3"])
+def test_bipedal_walker_frames_equal_gymnasiums(env_id: str) -> None:
+    """render() over whole episodes: terrain, stumps/stairs/pits, clouds, lidar ray, scroll."""
+    pytest.importorskip("pygame")
+    frames: list[float] = []
+    outcomes = _align(env_id, {}, "walker", num_envs=2, steps=150, frames=frames)
+    # An episode ended and the next was drawn (Gymnasium's lidar animation restarts).
+    assert outcomes["crashed"] >= 1 and len(frames) == 2 * 151, outcomes
+
+
+def test_frames_through_gymnasium_and_pool_env() -> None:
+    pytest.importorskip("pygame")
+    from torchfrag.envs import PoolEnv
+
+    env = gymnasium.make("torchfrag/BipedalWalker-v3", render_mode="rgb_array")
+    env.reset(seed=0)
+    env.step(np.zeros(4, dtype=np.float32))
+    assert env.render().shape == (400, 600, 3) and env.metadata["render_fps"] == 50
+    env.close()
+    vec = gymnasium.make_vec("torchfrag/LunarLander-v3", num_envs=2, render_mode="rgb_array")
+    vec.reset(seed=0)
+    shown = vec.render()
+    assert len(shown) == 2 and not np.array_equal(shown[0], shown[1])  # two terrains
+    vec.close()
+    pool_env = PoolEnv("LunarLanderContinuous-v3", num_envs=2, seed=0)
+    pool_env.reset()
+    assert pool_env.render(None).shape == (2, 400, 600, 3)
+    pool_env.close()
 
 
 @pytest.mark.parametrize("env_id,options", [
@@ -164,10 +242,11 @@ def test_continuous_option_switches_the_action_space() -> None:
 
 def _rows(obs: np.ndarray, reward: np.ndarray) -> np.ndarray:
     """Observation and reward of each env as one float64 row."""
-    return np.concatenate([obs.astype(np.float64), np.asarray(reward, np.float64)[:, None]], 1)
+    flat = obs.reshape(len(obs), -1).astype(np.float64)
+    return np.concatenate([flat, np.asarray(reward, np.float64)[:, None]], 1)
 
 
-@pytest.mark.parametrize("env_id", BOX2D_IDS)
+@pytest.mark.parametrize("env_id", [*BOX2D_IDS, "CarRacing-v3"])
 def test_same_trajectories_whatever_the_threads_and_async_order(env_id: str) -> None:
     num_envs, steps = 6, 150
     rng = np.random.default_rng(1)
@@ -204,11 +283,13 @@ def test_same_trajectories_whatever_the_threads_and_async_order(env_id: str) -> 
         np.testing.assert_array_equal(np.stack(seen[i]), one[:, i], err_msg=f"env {i}")
 
 
-def test_seeds_change_the_terrain_and_push() -> None:
-    with make("LunarLander-v3", num_envs=2, seed=[3, 3]) as same:
+@pytest.mark.parametrize("env_id", ["LunarLander-v3", "CarRacing-v3"])
+def test_seeds_change_the_terrain_and_push(env_id: str) -> None:
+    """Same seed, same terrain and push (CarRacing: track and picture); another seed, others."""
+    with make(env_id, num_envs=2, seed=[3, 3]) as same:
         a = same.reset()[0]
     assert np.array_equal(a[0], a[1])
-    with make("LunarLander-v3", num_envs=2, seed=[3, 4]) as other:
+    with make(env_id, num_envs=2, seed=[3, 4]) as other:
         b = other.reset()[0]
     assert not np.array_equal(b[0], b[1])
 

@@ -29,10 +29,12 @@ import pytest
 
 pytest.importorskip("mujoco")
 
-from torchfrag.envs import list_envs, make, spec  # noqa: E402
+from torchfrag.envs import list_envs, make, spec
 
 REF_DIR = os.path.join(os.path.dirname(__file__), "dmc_reference")
-TASKS = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(REF_DIR, "*.npz")))
+# One trajectory file per task (named after its id); the folder also holds the named
+# observations' and frames' references (tests/test_dmc_observations.py, test_dmc_pixels.py).
+TASKS = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(REF_DIR, "*-v1.npz")))
 # Compared within 1e-6 (and for walker, hopper and humanoid a shorter horizon), see above.
 CHAOTIC = ("Walker", "Hopper", "Humanoid", "ManipulatorBringPeg", "ManipulatorInsertPeg")
 
@@ -158,6 +160,22 @@ def test_sac_preset_learns_cartpole_balance(tmp_path) -> None:
     assert mean >= 550.0, f"SAC reached {mean:.1f} on CartpoleBalance-v1 after 20k frames"
 
 
+def test_gymnasium_registry_limits_equal_every_task_spec() -> None:
+    """Registration takes DMC limits from a constant (a spec compiles the model, 0.25-0.9 s each,
+    which made `import torchfrag.envs` take 8 s); the constant must equal every task's spec."""
+    import gymnasium
+
+    from torchfrag.envs.dmc_observations import is_dmc
+
+    ids = [i for i in list_envs() if is_dmc(i)]
+    assert len(ids) >= 32
+    for env_id in ids:
+        s = spec(env_id)
+        registered = gymnasium.spec(f"torchfrag/{env_id}")
+        assert (registered.max_episode_steps, registered.reward_threshold) == (
+            s.max_episode_steps, s.reward_threshold), env_id
+
+
 def test_every_face_imports_without_the_dmc_extra() -> None:
     """Without dm_control (a machine without the extra), `import torchfrag.envs` works; making a
     DMC task raises the one clear error, through the raw pool and through Gymnasium."""
@@ -177,7 +195,8 @@ def test_every_face_imports_without_the_dmc_extra() -> None:
         "        print('refused:', err)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "TORCHFRAG_DMC_ASSETS"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                         env=env,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()

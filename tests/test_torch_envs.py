@@ -56,7 +56,7 @@ def test_registry_matches_the_cpp_envs() -> None:
     assert list_envs() == sorted(ENV_IDS)
     for env_id in ENV_IDS:
         env = make(env_id, 2)
-        pool = PoolEnv(env_id, 2, info_keys=[])
+        pool = PoolEnv(env_id, 2, info_keys=[], categorical_action_encoding=True)
         try:
             # Same options (names, defaults, per-env flags) and specs as the C++ pool.
             assert env.pool_spec.options == spec(env_id).options

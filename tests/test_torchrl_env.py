@@ -8,7 +8,7 @@ import torch
 pytest.importorskip("torchrl")
 
 from tensordict.nn import TensorDictModule  # noqa: E402
-from torchrl.data import Bounded, Categorical, Unbounded  # noqa: E402
+from torchrl.data import Bounded, Categorical, OneHot, Unbounded  # noqa: E402
 from torchrl.envs import EnvBase, TransformedEnv  # noqa: E402
 from torchrl.envs.utils import check_env_specs  # noqa: E402
 
@@ -55,7 +55,11 @@ def test_check_env_specs_all(env_id: str) -> None:
 
 
 def test_specs_and_make() -> None:
+    # GymEnv's default: one-hot actions; indices when asked for.
     env = PoolEnv.make("CartPole-v1", 5)
+    assert isinstance(env.action_spec, OneHot) and env.action_spec.shape == (5, 2)
+    env.close()
+    env = PoolEnv.make("CartPole-v1", 5, categorical_action_encoding=True)
     assert env.batch_size == (5,)
     assert isinstance(env.action_spec, Categorical) and env.action_spec.shape == (5,)
     assert env.action_spec_unbatched.shape == ()
@@ -104,7 +108,8 @@ def test_rollout_no_extra_boundary_transition() -> None:
 @pytest.mark.parametrize("use_policy", [True, False])
 def test_fast_rollout_equals_generic_rollout(use_policy: bool) -> None:
     policy = _cartpole_policy() if use_policy else None
-    a_env, b_env = PoolEnv("CartPole-v1", 6, seed=3), PoolEnv("CartPole-v1", 6, seed=3)
+    a_env, b_env = (PoolEnv("CartPole-v1", 6, seed=3, categorical_action_encoding=True)
+                    for _ in range(2))
     torch.manual_seed(0)
     a = a_env.rollout(250, policy, break_when_any_done=False)
     torch.manual_seed(0)
@@ -133,7 +138,7 @@ def test_break_when_any_done_uses_generic_path() -> None:
 @pytest.mark.parametrize("path", ["fast", "generic", "step_and_maybe_reset"])
 def test_same_seed_rollout_equals_raw_pool(path: str) -> None:
     n, steps, seed = 5, 400, 11
-    env = PoolEnv("CartPole-v1", n, seed=seed)
+    env = PoolEnv("CartPole-v1", n, seed=seed, categorical_action_encoding=True)
     policy = _cartpole_policy()
     if path == "fast":
         td = env.rollout(steps, policy, break_when_any_done=False)
@@ -166,7 +171,7 @@ def test_same_seed_rollout_equals_raw_pool(path: str) -> None:
 def test_terminal_observation_equals_gymnasium() -> None:
     gym = pytest.importorskip("gymnasium")
     n = 4
-    env = PoolEnv("CartPole-v1", n, seed=5)
+    env = PoolEnv("CartPole-v1", n, seed=5, categorical_action_encoding=True)
     td = env.rollout(200, _cartpole_policy(), break_when_any_done=False)
     ref = gym.make("CartPole-v1").unwrapped
     checked = 0
@@ -398,7 +403,8 @@ def test_ppo_learns_cartpole() -> None:
 
     torch.manual_seed(0)
     n_envs, steps = 16, 128
-    env = PoolEnv("CartPole-v1", n_envs, seed=0, info_keys=["elapsed_step"])
+    env = PoolEnv("CartPole-v1", n_envs, seed=0, info_keys=["elapsed_step"],
+                  categorical_action_encoding=True)  # the Categorical distribution's indices
     actor_net = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(),
                               nn.Linear(64, 2))
     actor = ProbabilisticActor(

@@ -44,6 +44,16 @@ def test_cadence_in_frames_counts_crossed_multiples_and_seconds_since_the_last()
     assert not Cadence().due(100, 10**9, now=1e9)  # all off
 
 
+def test_sac_mujoco_defaults_write_no_checkpoint_within_a_2048_frame_run():
+    # Issue 27: algo=sac_mujoco wrote a checkpoint every 50 frames (42 files, 123 MB kept for a
+    # 2,048-frame run). With the composed defaults only the final one is written, and 3 + best kept.
+    cfg = compose_config(["algo=sac_mujoco", "env=HalfCheetah-v5", "algo.total_frames=2048"])
+    cadence = Cadence.from_config(cfg)
+    cadence.start(frames=0, now=0.0)
+    assert not any(cadence.due(iteration=f, frames=f, now=60.0) for f in range(1, 2049))
+    assert cfg.checkpoint_keep == 3 and cfg.checkpoint_keep_best
+
+
 def test_retention_keeps_the_last_few_and_the_best(tmp_path):
     r = Retention(keep=2, keep_best=True)
     scores = [1.0, 50.0, None, 3.0, 4.0, 2.0]

@@ -608,9 +608,7 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
                disable=not cfg.progress, dynamic_ncols=True)
     state = {"t0": time.perf_counter(), "f0": rollout.frames, "last": None, "checkpoint": resume_path}
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
-    cadence = Cadence(every_iterations=int(cfg.checkpoint_every),
-                      every_frames=int(cfg.checkpoint_every_frames),
-                      every_seconds=float(cfg.checkpoint_every_seconds))
+    cadence = Cadence.from_config(cfg)
     cadence.start(rollout.frames, time.monotonic())
     retention = Retention(keep=int(cfg.checkpoint_keep), keep_best=bool(cfg.checkpoint_keep_best))
 

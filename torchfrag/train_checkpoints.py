@@ -46,6 +46,22 @@ class Cadence:
     _frames: int = field(default=0, repr=False)
     _time: float | None = field(default=None, repr=False)
 
+    @classmethod
+    def from_config(cls, cfg: Any) -> Cadence:
+        """The cadence a training config asks for (``checkpoint_every``, ``checkpoint_every_frames``,
+        ``checkpoint_every_seconds``).
+
+        Example:
+            >>> from omegaconf import OmegaConf
+            >>> cfg = OmegaConf.create({"checkpoint_every": 0, "checkpoint_every_frames": 512,
+            ...                         "checkpoint_every_seconds": 0})
+            >>> Cadence.from_config(cfg).every_frames
+            512
+        """
+        return cls(every_iterations=int(cfg.checkpoint_every),
+                   every_frames=int(cfg.checkpoint_every_frames),
+                   every_seconds=float(cfg.checkpoint_every_seconds))
+
     def start(self, frames: int, now: float) -> None:
         """Counts from ``frames`` and time ``now`` (a run's start or its resumed state)."""
         self._frames, self._time = frames, now

@@ -1,8 +1,9 @@
 // The physics limit of the Box2D family: our Box2D envs stepped in a
 // plain loop, `threads` threads each owning a contiguous chunk of envs, with
 // no pool around them (no queues, batches, Python or action checks).  What it
-// measures is b2World::Step plus the env's few lines of arithmetic, with
-// perfect parallelism: the most steps/s any pool could reach with these envs.
+// measures is b2World::Step plus the env's few lines of arithmetic (and
+// CarRacing's 96x96 picture, which every step draws), with perfect
+// parallelism: the most steps/s any pool could reach with these envs.
 //
 // Built by benchmarks/catalog.py against the Box2D objects of the extension's
 // build (same sources, same flags).  Usage:
@@ -19,6 +20,7 @@
 #include <string>
 
 #include "envs/box2d/bipedal_walker.h"
+#include "envs/box2d/car_racing.h"
 #include "envs/box2d/lunar_lander.h"
 
 using torchfrag::Action;
@@ -34,8 +36,12 @@ template <typename EnvT>
 double run(int num_envs, int threads, double seconds) {
   const EnvSpec spec = EnvT::Spec(nullptr);
   const Options options = Options::resolve(spec.options, {}, num_envs);
-  const size_t obs_size = static_cast<size_t>(spec.obs.shape[0]);
+  const size_t obs_bytes = spec.obs.nbytes();  // CarRacing's is a 96x96x3 picture
   std::atomic<bool> stop{false};
+  // Envs are built and reset before the clock starts (CarRacing's track and
+  // road take milliseconds per env, which would otherwise eat the window).
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
   std::vector<long long> steps(threads, 0);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
@@ -43,25 +49,32 @@ double run(int num_envs, int threads, double seconds) {
       const int begin = num_envs * t / threads, end = num_envs * (t + 1) / threads;
       std::vector<std::unique_ptr<EnvT>> envs;
       std::vector<Rng> rngs;
-      std::vector<float> obs(obs_size * static_cast<size_t>(end - begin));
+      std::vector<uint8_t> obs(obs_bytes * static_cast<size_t>(end - begin));
       std::vector<int> length(end - begin, 0);
       for (int i = begin; i < end; ++i) {
         envs.push_back(std::make_unique<EnvT>(spec, EnvOptions(options, i)));
         rngs.emplace_back(torchfrag::env_seed(0, i));
       }
       auto row = [&](int k) {
-        return Row(reinterpret_cast<uint8_t*>(&obs[obs_size * static_cast<size_t>(k)]), nullptr,
-                   nullptr, 0);
+        return Row(&obs[obs_bytes * static_cast<size_t>(k)], nullptr, nullptr, 0);
       };
       for (int k = 0; k < end - begin; ++k) envs[k]->reset(rngs[k], row(k));
+      ++ready;
+      while (!go.load()) std::this_thread::yield();
       Rng actions(12345 + t);
       double values[4];
       long long done = 0;
       while (!stop.load(std::memory_order_relaxed)) {
         for (int k = 0; k < end - begin; ++k) {
           Action a;
-          a.discrete = static_cast<int64_t>(actions.integer(4));
-          for (double& v : values) v = actions.uniform(-1.0, 1.0);
+          a.discrete = static_cast<int64_t>(actions.integer(spec.action.discrete ? spec.action.n : 4));
+          // Within the action box, as the benchmark's actions (CarRacing's gas and
+          // brake are [0, 1]; every other Box2D action box is [-1, 1]).
+          for (size_t j = 0; j < 4; ++j) {
+            const bool box = !spec.action.discrete && j < spec.action.low.size();
+            values[j] = box ? actions.uniform(spec.action.low[j], spec.action.high[j])
+                            : actions.uniform(-1.0, 1.0);
+          }
           a.values = values;
           const auto r = envs[k]->step(a, rngs[k], row(k));
           // The pool's time limit and auto-reset, so episodes look the same.
@@ -75,7 +88,9 @@ double run(int num_envs, int threads, double seconds) {
       steps[t] = done;
     });
   }
+  while (ready.load() < threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const auto t0 = std::chrono::steady_clock::now();
+  go = true;
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   stop = true;
   for (auto& th : pool) th.join();
@@ -107,6 +122,8 @@ int main(int argc, char** argv) {
     rate = run<b::BipedalWalkerNormal>(num_envs, threads, seconds);
   } else if (id == "BipedalWalkerHardcore-v3") {
     rate = run<b::BipedalWalkerHardcore>(num_envs, threads, seconds);
+  } else if (id == "CarRacing-v3") {
+    rate = run<b::CarRacingV3>(num_envs, threads, seconds);
   } else {
     std::fprintf(stderr, "unknown env id %s\n", id.c_str());
     return 2;

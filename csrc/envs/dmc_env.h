@@ -204,8 +204,23 @@ class DmcEnv : public Env {
     return r;
   }
 
-  // No render(): torchfrag/envs/rendering.py draws Gymnasium's models only;
-  // pixel observations of the suite are not ported yet.
+  // What torchfrag/envs/rendering.py redraws the scene from with the suite's
+  // model: qpos, qvel, then the model fields tasks write at reset (targets,
+  // their sizes, the swimmer's target light), whole, in this order.  Sending
+  // them whole keeps the renderer free of per-task knowledge.
+  bool render(RenderData* out) override {
+    auto& s = out->state;
+    s.assign(d_->qpos, d_->qpos + m_->nq);
+    s.insert(s.end(), d_->qvel, d_->qvel + m_->nv);
+    s.insert(s.end(), m_->body_pos, m_->body_pos + 3 * m_->nbody);
+    s.insert(s.end(), m_->body_quat, m_->body_quat + 4 * m_->nbody);
+    s.insert(s.end(), m_->geom_pos, m_->geom_pos + 3 * m_->ngeom);
+    s.insert(s.end(), m_->geom_size, m_->geom_size + 3 * m_->ngeom);
+    s.insert(s.end(), m_->site_pos, m_->site_pos + 3 * m_->nsite);
+    s.insert(s.end(), m_->site_size, m_->site_size + 3 * m_->nsite);
+    s.insert(s.end(), m_->light_pos, m_->light_pos + 3 * m_->nlight);
+    return true;
+  }
 
  protected:
   // The task's initialize_episode: writes qpos/qvel (and model targets).

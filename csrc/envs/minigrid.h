@@ -2,7 +2,9 @@
 //
 // One family holds EnvPool's MiniGrid set (Empty, DoorKey, FourRooms, LavaGap,
 // Lava/SimpleCrossing, KeyCorridor, MultiRoom, Dynamic-Obstacles, Fetch,
-// GoToDoor, Memory) under minigrid's ids.  A cell is stored as its 3-byte
+// GoToDoor, Memory, DistShift, Unlock, UnlockPickup, BlockedUnlockPickup,
+// RedBlueDoors, GoToObject, PutNear, LockedRoom, Playground)
+// under minigrid's ids.  A cell is stored as its 3-byte
 // encoding (object, colour, state), so the observation is a copy of cells and
 // needs no per-object lookups.
 //
@@ -120,7 +122,9 @@ class Grid {
 
 // Which generator and step rules an id uses.
 enum class Kind { kEmpty, kDoorKey, kFourRooms, kLavaGap, kCrossing, kKeyCorridor, kMultiRoom,
-                  kDynamicObstacles, kFetch, kGoToDoor, kMemory };
+                  kDynamicObstacles, kFetch, kGoToDoor, kMemory, kDistShift, kUnlock,
+                  kUnlockPickup, kBlockedUnlockPickup, kRedBlueDoors,
+                  kGoToObject, kPutNear, kLockedRoom, kPlayground };
 
 // One registered id: its generator and minigrid's constructor arguments.
 struct Config {
@@ -130,8 +134,8 @@ struct Config {
   int num_actions = 7;
   bool see_through_walls = false;
   bool random_start = false;  // Empty/Dynamic-Obstacles "Random", Memory "Random"
-  int n = 0;                   // crossings, obstacles, objects, rooms
-  int room_size = 0;           // KeyCorridor room size, MultiRoom max room size
+  int n = 0;                   // crossings, obstacles, objects, rooms, DistShift's strip row
+  int room_size = 0;           // RoomGrid (KeyCorridor, Unlock*) room size, MultiRoom max size
   Cell obstacle = kLavaCell;   // Crossing: lava or wall
   int num_missions = 1;
 };
@@ -178,6 +182,8 @@ class MiniGridEnv : public Env {
       move_obstacles();
     }
     if (cfg_.kind == Kind::kMemory && action == kPickup) action = kToggle;
+    const bool red_before = is_open(target_pos_), blue_before = is_open(success_pos_);
+    const Cell carried_before = carrying_;
     base_step(action, &r);
     switch (cfg_.kind) {
       case Kind::kDynamicObstacles:
@@ -194,6 +200,7 @@ class MiniGridEnv : public Env {
         }
         break;
       case Kind::kGoToDoor:
+      case Kind::kGoToObject:
         if (action == kToggle) r.terminated = true;
         if (action == kDone) {
           if ((agent_.x == target_pos_.x && std::abs(agent_.y - target_pos_.y) == 1) ||
@@ -220,6 +227,46 @@ class MiniGridEnv : public Env {
           r.terminated = true;
         }
         break;
+      case Kind::kUnlock:
+        if (action == kToggle && grid_.get(target_pos_.x, target_pos_.y).state == kOpen) {
+          r.reward = success_reward();
+          r.terminated = true;
+        }
+        break;
+      case Kind::kPutNear:
+        // target_ is the object to move, target_pos_ where the other one was placed.
+        if (action == kPickup && !carrying_.empty() &&
+            (carrying_.type != target_.type || carrying_.color != target_.color)) {
+          r.terminated = true;
+        }
+        if (action == kDrop && !carried_before.empty()) {
+          const Pos o{agent_.x + kDx[dir_], agent_.y + kDy[dir_]};
+          // carrying_ emptied: the object now lies in front (minigrid's `is preCarrying`).
+          if (carrying_.empty() && std::abs(o.x - target_pos_.x) <= 1 &&
+              std::abs(o.y - target_pos_.y) <= 1) {
+            r.reward = success_reward();
+          }
+          r.terminated = true;
+        }
+        break;
+      case Kind::kRedBlueDoors:
+        // Blue opened: a win after red, a loss before; red opened after blue: a loss.
+        if (is_open(success_pos_)) {
+          r.reward = red_before ? success_reward() : 0.0;
+          r.terminated = true;
+        } else if (is_open(target_pos_) && blue_before) {
+          r.reward = 0.0;
+          r.terminated = true;
+        }
+        break;
+      case Kind::kUnlockPickup:
+      case Kind::kBlockedUnlockPickup:
+        // The target is the only box in the grid.
+        if (action == kPickup && carrying_.type == kBox) {
+          r.reward = success_reward();
+          r.terminated = true;
+        }
+        break;
       default: break;
     }
     write(out);
@@ -227,9 +274,14 @@ class MiniGridEnv : public Env {
   }
 
   bool render(RenderData* out) override {
-    // The state a renderer draws from: agent pose, then the grid's encoding.
+    // What minigrid's get_frame reads (torchfrag/envs/rendering.py puts it into
+    // a minigrid env): agent pose, grid size, the carried object's encoding,
+    // then the grid's encoding row by row.
     out->state = {static_cast<double>(agent_.x), static_cast<double>(agent_.y),
-                  static_cast<double>(dir_)};
+                  static_cast<double>(dir_), static_cast<double>(grid_.width()),
+                  static_cast<double>(grid_.height()), double(carrying_.type),
+                  double(carrying_.color), double(carrying_.state)};
+    out->state.reserve(out->state.size() + 3 * static_cast<size_t>(grid_.width()) * grid_.height());
     for (int y = 0; y < grid_.height(); ++y) {
       for (int x = 0; x < grid_.width(); ++x) {
         const Cell c = grid_.get(x, y);
@@ -242,6 +294,13 @@ class MiniGridEnv : public Env {
  private:
   double success_reward() const {
     return 1.0 - 0.9 * (static_cast<double>(step_count_) / static_cast<double>(max_steps_));
+  }
+
+  // Whether the cell at `p` is an open door (RedBlueDoors' red and blue doors).
+  bool is_open(Pos p) const {
+    if (cfg_.kind != Kind::kRedBlueDoors) return false;
+    const Cell c = grid_.get(p.x, p.y);
+    return c.type == kDoor && c.state == kOpen;
   }
 
   int rand_int(int low, int high) { return static_cast<int>(np_.integers(low, high)); }
@@ -297,6 +356,15 @@ class MiniGridEnv : public Env {
       case Kind::kFetch: gen_fetch(w, h); break;
       case Kind::kGoToDoor: gen_go_to_door(w, h); break;
       case Kind::kMemory: gen_memory(w, h); break;
+      case Kind::kDistShift: gen_dist_shift(w, h); break;
+      case Kind::kUnlock:
+      case Kind::kUnlockPickup:
+      case Kind::kBlockedUnlockPickup: gen_unlock(); break;
+      case Kind::kRedBlueDoors: gen_red_blue_doors(h); break;
+      case Kind::kGoToObject:
+      case Kind::kPutNear: gen_objects(w, h); break;
+      case Kind::kLockedRoom: gen_locked_room(w, h); break;
+      case Kind::kPlayground: gen_playground(w, h); break;
     }
   }
 
@@ -412,8 +480,174 @@ class MiniGridEnv : public Env {
     bool locked = false;
   };
 
-  void gen_key_corridor() {
-    const int s = cfg_.room_size, rows = cfg_.n, cols = 3;
+  void gen_dist_shift(int w, int h) {
+    grid_.wall_rect(0, 0, w, h);
+    grid_.set(w - 2, 1, kGoalCell);
+    for (int i = 0; i < w - 6; ++i) {
+      grid_.set(3 + i, 1, kLavaCell);
+      grid_.set(3 + i, cfg_.n, kLavaCell);
+    }
+    agent_ = Pos{1, 1};
+    dir_ = 0;
+  }
+
+  // GoToObject and PutNear: cfg_.n distinct (type, colour) objects, PutNear's
+  // not next to each other; mission indices as torchfrag/envs/minigrid.py lists them.
+  void gen_objects(int w, int h) {
+    static constexpr uint8_t kTypes[3] = {kKey, kBall, kBox};
+    const bool put_near = cfg_.kind == Kind::kPutNear;
+    grid_.wall_rect(0, 0, w, h);
+    std::vector<Cell> objs;
+    std::vector<Pos> at;
+    auto type_index = [](const Cell& c) { return c.type == kKey ? 0 : c.type == kBall ? 1 : 2; };
+    while (static_cast<int>(objs.size()) < cfg_.n) {
+      const uint8_t type = kTypes[rand_int(0, 3)];  // type first, then colour, as minigrid
+      const Cell obj = make(type, rand_color());
+      if (std::any_of(objs.begin(), objs.end(), [&obj](const Cell& o) {
+            return o.type == obj.type && o.color == obj.color;
+          })) {
+        continue;
+      }
+      auto near = [&at, put_near](Pos q) {
+        return put_near && std::any_of(at.begin(), at.end(), [q](Pos o) {
+                 return std::abs(q.x - o.x) <= 1 && std::abs(q.y - o.y) <= 1;
+               });
+      };
+      Pos p;
+      if (!place_obj(obj, &p, Pos{0, 0}, Pos{w, h}, near, -1)) {
+        throw std::runtime_error("rejection sampling failed in place_obj");
+      }
+      objs.push_back(obj);
+      at.push_back(p);
+    }
+    place_agent();
+    const int n = static_cast<int>(objs.size());
+    const int idx = rand_int(0, n);
+    const Cell& chosen = objs[static_cast<size_t>(idx)];
+    const int chosen_code = color_name_index(chosen.color) * 3 + type_index(chosen);
+    if (!put_near) {
+      target_pos_ = at[static_cast<size_t>(idx)];
+      mission_ = chosen_code;
+      return;
+    }
+    int other = idx;
+    while (other == idx) other = rand_int(0, n);
+    target_ = chosen;
+    target_pos_ = at[static_cast<size_t>(other)];
+    const Cell& near_to = objs[static_cast<size_t>(other)];
+    mission_ = chosen_code * 18 + color_name_index(near_to.color) * 3 + type_index(near_to);
+  }
+
+  // 3x3 rooms joined by closed doors of random colours, 12 random objects, no task.
+  void gen_playground(int w, int h) {
+    static constexpr uint8_t kTypes[3] = {kKey, kBall, kBox};
+    grid_.wall_rect(0, 0, w, h);
+    const int rw = w / 3, rh = h / 3;
+    for (int j = 0; j < 3; ++j) {
+      for (int i = 0; i < 3; ++i) {
+        const int xl = i * rw, yt = j * rh, xr = xl + rw, yb = yt + rh;
+        if (i + 1 < 3) {
+          grid_.vert_wall(xr, yt, rh);
+          const int y = rand_int(yt + 1, yb - 1);
+          grid_.set(xr, y, make(kDoor, rand_color(), kClosed));
+        }
+        if (j + 1 < 3) {
+          grid_.horz_wall(xl, yb, rw);
+          const int x = rand_int(xl + 1, xr - 1);
+          grid_.set(x, yb, make(kDoor, rand_color(), kClosed));
+        }
+      }
+    }
+    place_agent();
+    for (int k = 0; k < 12; ++k) {
+      const uint8_t type = kTypes[rand_int(0, 3)];  // type first, then colour, as minigrid
+      place_obj(make(type, rand_color()));
+    }
+  }
+
+  // Six side rooms with coloured doors off a central hall; one is locked and
+  // holds the goal, another its key.
+  void gen_locked_room(int w, int h) {
+    grid_.wall_rect(0, 0, w, h);
+    const int lw = w / 2 - 2, rw = w / 2 + 2;
+    grid_.vert_wall(lw, 0, h);
+    grid_.vert_wall(rw, 0, h);
+    struct SideRoom {
+      Pos top, door;
+    };
+    std::vector<SideRoom> rooms;
+    for (int n = 0; n < 3; ++n) {
+      const int j = n * (h / 3);
+      grid_.horz_wall(0, j, lw);
+      grid_.horz_wall(rw, j, w - rw);
+      rooms.push_back({Pos{0, j}, Pos{lw, j + 3}});
+      rooms.push_back({Pos{rw, j}, Pos{rw, j + 3}});
+    }
+    const Pos size{lw + 1, h / 3 + 1};
+    // LockedRoom.rand_pos: a cell inside the room's walls, x drawn first.
+    auto rand_pos = [&](const SideRoom& r) {
+      const int x = rand_int(r.top.x + 1, r.top.x + size.x - 1);
+      const int y = rand_int(r.top.y + 1, r.top.y + size.y - 1);
+      return Pos{x, y};
+    };
+    const int locked = rand_int(0, 6);
+    const Pos goal = rand_pos(rooms[static_cast<size_t>(locked)]);
+    grid_.set(goal.x, goal.y, kGoalCell);
+    // Each room draws a colour from those left, in minigrid's sorted-name order.
+    std::vector<uint8_t> left(kColorNames.begin(), kColorNames.end());
+    std::vector<uint8_t> colors;
+    for (size_t k = 0; k < rooms.size(); ++k) {
+      const int idx = rand_int(0, static_cast<int>(left.size()));
+      colors.push_back(left[static_cast<size_t>(idx)]);
+      left.erase(left.begin() + idx);
+      grid_.set(rooms[k].door.x, rooms[k].door.y,
+                make(kDoor, colors.back(), static_cast<int>(k) == locked ? kLocked : kClosed));
+    }
+    int key_room = locked;
+    while (key_room == locked) key_room = rand_int(0, 6);
+    const uint8_t key_color = colors[static_cast<size_t>(locked)];
+    const Pos key = rand_pos(rooms[static_cast<size_t>(key_room)]);
+    grid_.set(key.x, key.y, make(kKey, key_color));
+    place_agent(Pos{lw, 0}, Pos{rw - lw, h});
+    mission_ = color_name_index(key_color) * 6 +
+               color_name_index(colors[static_cast<size_t>(key_room)]);
+  }
+
+  // A room between a red door (target_pos_) and a blue one (success_pos_).
+  void gen_red_blue_doors(int size) {
+    grid_.wall_rect(0, 0, 2 * size, size);
+    grid_.wall_rect(size / 2, 0, size, size);
+    place_agent(Pos{size / 2, 0}, Pos{size, size});
+    target_pos_ = Pos{size / 2, rand_int(1, size - 1)};
+    grid_.set(target_pos_.x, target_pos_.y, make(kDoor, kRed, kClosed));
+    success_pos_ = Pos{size / 2 + size - 1, rand_int(1, size - 1)};
+    grid_.set(success_pos_.x, success_pos_.y, make(kDoor, kBlue, kClosed));
+  }
+
+  // Unlock, UnlockPickup, BlockedUnlockPickup: two rooms, a locked door between.
+  void gen_unlock() {
+    gen_room_grid(1, 2);
+    Cell box;
+    if (cfg_.kind != Kind::kUnlock) {
+      box = make(kBox, rand_color());
+      place_in_room(1, 0, box);
+    }
+    const uint8_t door_color = rand_color();
+    add_door(0, 0, 0, door_color, true);
+    target_pos_ = rooms_[0].door_pos[0];
+    if (cfg_.kind == Kind::kBlockedUnlockPickup) {
+      grid_.set(target_pos_.x - 1, target_pos_.y, make(kBall, rand_color()));
+    }
+    place_in_room(0, 0, make(kKey, door_color));
+    place_agent_in_room(0, 0);
+    mission_ = cfg_.kind == Kind::kUnlock ? 0 : color_name_index(box.color);
+  }
+
+  // RoomGrid._gen_grid: rows x cols rooms of cfg_.room_size sharing walls, a door
+  // position drawn on each inner wall, the agent in the middle room.
+  void gen_room_grid(int rows, int cols) {
+    const int s = cfg_.room_size;
+    room_cols_ = cols;
     rooms_.assign(static_cast<size_t>(rows * cols), Room{});
     auto room = [&](int i, int j) -> Room& { return rooms_[static_cast<size_t>(j * cols + i)]; };
     for (int j = 0; j < rows; ++j) {
@@ -449,6 +683,12 @@ class MiniGridEnv : public Env {
     }
     agent_ = Pos{cols / 2 * (s - 1) + s / 2, rows / 2 * (s - 1) + s / 2};
     dir_ = 0;
+  }
+
+  void gen_key_corridor() {
+    const int s = cfg_.room_size, rows = cfg_.n, cols = 3;
+    gen_room_grid(rows, cols);
+    auto room = [&](int i, int j) -> Room& { return rooms_[static_cast<size_t>(j * cols + i)]; };
     // The corridor: the middle column's rooms open into each other.
     for (int j = 1; j < rows; ++j) {
       Room& r = room(1, j);
@@ -463,20 +703,23 @@ class MiniGridEnv : public Env {
     place_in_room(2, room_idx, make(kBall, ball_color));
     const int key_room = rand_int(0, rows);
     place_in_room(0, key_room, make(kKey, door_color));
-    // RoomGrid.place_agent(1, rows // 2): retry until nothing but a wall or
-    // floor is in front.
-    const Room& start = room(1, rows / 2);
+    place_agent_in_room(1, rows / 2);
+    connect_all(rows, cols);
+    mission_ = color_name_index(ball_color);
+  }
+
+  // RoomGrid.place_agent(i, j): retry until nothing but a wall or floor is in front.
+  void place_agent_in_room(int i, int j) {
+    const Room& start = rooms_[static_cast<size_t>(j * room_cols_ + i)];
     while (true) {
       place_agent(start.top, start.size, 1000);
       const Cell front = grid_.get(agent_.x + kDx[dir_], agent_.y + kDy[dir_]);
       if (front.empty() || front.type == kWall) break;
     }
-    connect_all(rows, cols);
-    mission_ = color_name_index(ball_color);
   }
 
   void add_door(int i, int j, int k, uint8_t color, bool locked) {
-    Room& r = rooms_[static_cast<size_t>(j * 3 + i)];
+    Room& r = rooms_[static_cast<size_t>(j * room_cols_ + i)];
     r.locked = locked;
     grid_.set(r.door_pos[k].x, r.door_pos[k].y, make(kDoor, color, locked ? kLocked : kClosed));
     r.door[k] = 1;
@@ -484,7 +727,7 @@ class MiniGridEnv : public Env {
   }
 
   void place_in_room(int i, int j, Cell obj) {
-    const Room& r = rooms_[static_cast<size_t>(j * 3 + i)];
+    const Room& r = rooms_[static_cast<size_t>(j * room_cols_ + i)];
     const Pos a = agent_;
     Pos p;
     // roomgrid's reject_next_to: not within Manhattan distance 1 of the agent.
@@ -857,6 +1100,7 @@ class MiniGridEnv : public Env {
   int64_t mission_ = 0;
   std::vector<Pos> obstacles_;
   std::vector<Room> rooms_;
+  int room_cols_ = 3;
   Cell target_ = kNone;
   Pos target_pos_, success_pos_, failure_pos_;
 };
@@ -939,6 +1183,53 @@ inline const std::map<std::string, Config>& configs() {
       Config c = square(Kind::kGoToDoor, s, 4, true);
       c.num_missions = 6;
       add("GoToDoor-" + std::to_string(s) + "x" + std::to_string(s), c);
+    }
+    for (int s : {6, 8}) {
+      Config g = square(Kind::kGoToObject, s, 5, true);
+      g.n = 2;
+      g.num_missions = 18;
+      add("GoToObject-" + std::to_string(s) + "x" + std::to_string(s) + "-N2", g);
+      Config p = square(Kind::kPutNear, s, 0, true);
+      p.n = s == 6 ? 2 : 3;
+      p.max_steps = 5 * s;
+      p.num_missions = 324;
+      add("PutNear-" + std::to_string(s) + "x" + std::to_string(s) + "-N" + std::to_string(p.n), p);
+      Config c;
+      c.kind = Kind::kRedBlueDoors;
+      c.width = 2 * s;
+      c.height = s;
+      c.max_steps = 20 * s * s;
+      add("RedBlueDoors-" + std::to_string(s) + "x" + std::to_string(s), c);
+    }
+    Config playground = square(Kind::kPlayground, 19, 0, false);
+    playground.max_steps = 100;
+    add("Playground", playground);
+    Config locked = square(Kind::kLockedRoom, 19, 0, false);
+    locked.max_steps = 10 * 19;
+    locked.num_missions = 36;
+    add("LockedRoom", locked);
+    for (int row : {2, 5}) {
+      Config c;
+      c.kind = Kind::kDistShift;
+      c.width = 9;
+      c.height = 7;
+      c.max_steps = 4 * 9 * 7;
+      c.see_through_walls = true;
+      c.n = row;
+      add(row == 2 ? "DistShift1" : "DistShift2", c);
+    }
+    const std::tuple<const char*, Kind, int> unlock[] = {
+        {"Unlock", Kind::kUnlock, 8}, {"UnlockPickup", Kind::kUnlockPickup, 8},
+        {"BlockedUnlockPickup", Kind::kBlockedUnlockPickup, 16}};
+    for (const auto& u : unlock) {
+      Config c;
+      c.kind = std::get<1>(u);
+      c.room_size = 6;
+      c.width = 11;
+      c.height = 6;
+      c.max_steps = std::get<2>(u) * 36;
+      c.num_missions = c.kind == Kind::kUnlock ? 1 : 6;
+      add(std::get<0>(u), c);
     }
     for (int s : {7, 9, 11, 13, 17}) {
       Config c = square(Kind::kMemory, s, 5, false);

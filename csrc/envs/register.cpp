@@ -2,6 +2,7 @@
 #include "../registry.h"
 #include "atari.h"
 #include "box2d/bipedal_walker.h"
+#include "box2d/car_racing.h"
 #include "box2d/lunar_lander.h"
 #include "classic_control.h"
 #include "debug.h"
@@ -25,6 +26,8 @@ TORCHFRAG_REGISTER_ENV(torchfrag::box2d::LunarLanderDiscrete, "LunarLander-v3");
 TORCHFRAG_REGISTER_ENV(torchfrag::box2d::LunarLanderContinuous, "LunarLanderContinuous-v3");
 TORCHFRAG_REGISTER_ENV(torchfrag::box2d::BipedalWalkerNormal, "BipedalWalker-v3");
 TORCHFRAG_REGISTER_ENV(torchfrag::box2d::BipedalWalkerHardcore, "BipedalWalkerHardcore-v3");
+TORCHFRAG_REGISTER_ENV(torchfrag::box2d::CarRacingV3, "CarRacing-v3");
+TORCHFRAG_REGISTER_ENV(torchfrag::box2d::CarRacingV2, "CarRacing-v2");
 TORCHFRAG_REGISTER_ENV(torchfrag::DebugEnv, "Debug-v0");
 TORCHFRAG_REGISTER_FAMILY(torchfrag::mujoco_envs::MujocoFamily);
 TORCHFRAG_REGISTER_FAMILY(torchfrag::atari::AtariFamily);

@@ -15,15 +15,26 @@ test takes seconds).  The script has two halves:
   through ``control.Environment`` and store observations (flattened in the
   ordered dict's key order), rewards, discounts and step types.
 
+``--keys`` (dm_control's interpreter only, from the committed files) writes
+``observation_spec.json`` (every task's ``observation_spec()``: keys in order,
+shapes, dtypes) and ``named_observations.npz`` (the ordered dict's values,
+unflattened, at the start state and after the first ``NAMED_STEPS`` actions)
+for the faces' named observations; ``--pixels`` writes ``frames.npz``:
+``physics.render`` frames of a few tasks (``PIXEL_VIEWS``) at the synced start
+state and after ``NAMED_STEPS`` actions (set ``MUJOCO_GL=egl`` headless).
+
 Usage::
 
     python -m venv /tmp/dmcref && /tmp/dmcref/bin/pip install dm-control==1.0.50 mujoco==3.17.0
     PYTHONPATH=. python tests/dmc_reference/generate.py --reference-python /tmp/dmcref/bin/python
     PYTHONPATH=. python tests/dmc_reference/generate.py --reference-python ... --only SwimmerSwimmer6-v1
+    /tmp/dmcref/bin/python tests/dmc_reference/generate.py --keys
+    MUJOCO_GL=egl /tmp/dmcref/bin/python tests/dmc_reference/generate.py --pixels
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -76,6 +87,20 @@ TASKS = {
 # after about 190 steps (walker), 470 (hopper) and 100 (humanoid), measured
 # on the reference side alone; we keep a margin.  Other tasks: whole episodes.
 HORIZON = {"walker": 150, "hopper": 400, "humanoid": 80}
+# Steps after the start state whose named observations --keys stores.
+NAMED_STEPS = 3
+# --pixels: task -> views (height, width, camera_id) drawn by physics.render. Tasks
+# chosen for what their reset writes into the model: nothing (cheetah, walker), a
+# target geom's size (reacher), a target site (finger), a light (swimmer), bodies
+# (manipulator); camera -1 is dm_control's free camera.
+PIXEL_VIEWS = {
+    "CheetahRun-v1": ((240, 320, 0), (84, 84, 0), (84, 84, -1)),
+    "WalkerWalk-v1": ((84, 84, 0),),
+    "ReacherEasy-v1": ((84, 84, 0),),
+    "FingerTurnEasy-v1": ((84, 84, 0),),
+    "SwimmerSwimmer6-v1": ((84, 84, 0),),
+    "ManipulatorBringBall-v1": ((84, 84, 0),),
+}
 
 
 def _ours(out_dir: str, env_ids: list[str]) -> None:
@@ -120,23 +145,31 @@ def _place_target(physics, domain: str, target: np.ndarray) -> None:
         raise ValueError(f"no target0 for {domain}")
 
 
+def _synced(env_id: str, given: dict) -> tuple:
+    """dm_control's env of ``env_id``, synced to the start state in ``given``."""
+    from dm_control import suite
+
+    domain, task = TASKS[env_id]
+    env = suite.load(domain, task, task_kwargs={"random": SEED})
+    env.reset()
+    physics = env.physics
+    with physics.reset_context():
+        physics.data.qpos[:] = given["qpos0"]
+        physics.data.qvel[:] = given["qvel0"]
+        if "target0" in given:
+            _place_target(physics, domain, given["target0"])
+    return env, physics
+
+
 def _reference(in_dir: str) -> None:
     """dm_control's trajectories from the given start states and actions."""
-    from dm_control import suite
     from dm_control.rl import control
 
-    for env_id, (domain, task) in TASKS.items():
+    for env_id, (domain, _) in TASKS.items():
         if not os.path.isfile(os.path.join(in_dir, f"{env_id}.npz")):
             continue  # not asked for (--only)
         given = dict(np.load(os.path.join(in_dir, f"{env_id}.npz")))
-        env = suite.load(domain, task, task_kwargs={"random": SEED})
-        env.reset()
-        physics = env.physics
-        with physics.reset_context():
-            physics.data.qpos[:] = given["qpos0"]
-            physics.data.qvel[:] = given["qvel0"]
-            if "target0" in given:
-                _place_target(physics, domain, given["target0"])
+        env, physics = _synced(env_id, given)
         obs = [control.flatten_observation(env.task.get_observation(physics))["observations"]]
         rewards, discounts, last = [], [], []
         for action in given["actions"]:
@@ -152,13 +185,59 @@ def _reference(in_dir: str) -> None:
                             **{k: given[k] for k in ("qpos0", "qvel0", "target0") if k in given})
 
 
+def _reference_keys() -> None:
+    """dm_control's observation specs and unflattened observations (from the committed files)."""
+    specs, values = {}, {}
+    for env_id in TASKS:
+        given = dict(np.load(os.path.join(HERE, f"{env_id}.npz")))
+        env, physics = _synced(env_id, given)
+        specs[env_id] = [[k, list(v.shape), str(v.dtype)]
+                         for k, v in env.observation_spec().items()]
+        steps = [env.task.get_observation(physics)]
+        steps += [env.step(a).observation for a in given["actions"][:NAMED_STEPS]]
+        for key in steps[0]:
+            values[f"{env_id}:{key}"] = np.array([np.asarray(o[key]) for o in steps])
+    with open(os.path.join(HERE, "observation_spec.json"), "w") as f:
+        # One task per line: readable diffs.
+        f.write("{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}"
+                                    for k, v in specs.items()) + "\n}\n")
+    np.savez_compressed(os.path.join(HERE, "named_observations.npz"), **values)
+
+
+def _reference_pixels() -> None:
+    """dm_control's frames of the PIXEL_VIEWS tasks (from the committed files)."""
+    frames = {}
+    for env_id, views in PIXEL_VIEWS.items():
+        given = dict(np.load(os.path.join(HERE, f"{env_id}.npz")))
+        env, physics = _synced(env_id, given)
+        for t in range(NAMED_STEPS + 1):
+            if t:
+                env.step(given["actions"][t - 1])
+            if t not in (0, NAMED_STEPS):
+                continue
+            for h, w, cam in views:
+                frames[f"{env_id}:{h}x{w}:{cam}:{t}"] = physics.render(h, w, camera_id=cam)
+    np.savez_compressed(os.path.join(HERE, "frames.npz"), **frames)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reference-python", help="python of a venv with dm-control==1.0.50")
     parser.add_argument("--only", nargs="*", choices=sorted(TASKS), default=None,
                         help="regenerate these tasks only (default: all)")
     parser.add_argument("--reference", metavar="DIR", help=argparse.SUPPRESS)
+    parser.add_argument("--keys", action="store_true",
+                        help="(under dm_control's python) write observation_spec.json and "
+                             "named_observations.npz")
+    parser.add_argument("--pixels", action="store_true",
+                        help="(under dm_control's python) write frames.npz")
     args = parser.parse_args()
+    if args.keys:
+        _reference_keys()
+        return
+    if args.pixels:
+        _reference_pixels()
+        return
     if args.reference:
         _reference(args.reference)
         return

@@ -133,7 +133,8 @@ def make_qnet(env: EnvBase, hidden: list[int], init: str = "orthogonal") -> QVal
     spec = env.action_spec_unbatched
     n = int(spec.space.n)
     if is_image(env):
-        trunk = NatureCNN(env.observation_spec["observation"].shape[-3])
+        frames = env.observation_spec["observation"].shape
+        trunk = NatureCNN(frames[-3], in_size=(frames[-2], frames[-1]))
         head = nn.Linear(trunk.out_features, n)
         net: nn.Module = nn.Sequential(trunk, head)
     else:

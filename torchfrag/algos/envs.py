@@ -27,6 +27,9 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
              **options: Any) -> EnvBase:
     """A :class:`~torchfrag.envs.PoolEnv` with only the observation exposed, float32 observations.
 
+    Discrete actions are indices (``Categorical``,
+    ``categorical_action_encoding=True``): what the algorithms' actors write.
+
     Float64 observations (MuJoCo) are cast to float32 for the networks with
     TorchRL's ``DoubleToFloat`` transform; categorical ones (``Categorical`` or
     ``MultiCategorical`` specs) become float32 one-hot vectors
@@ -52,13 +55,16 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
         DoubleToFloat,
         DTypeCastTransform,
         FlattenObservation,
+        PermuteTransform,
         TransformedEnv,
         VecNormV2,
     )
 
     from torchfrag.envs import PoolEnv
 
-    env = PoolEnv(env_id, num_envs=num_envs, seed=seed, info_keys=[], env_options=options)
+    # Index actions: what the algorithms' actors write and PoolCollector's fast path sends.
+    env = PoolEnv(env_id, num_envs=num_envs, seed=seed, info_keys=[],
+                  categorical_action_encoding=True, env_options=options)
     # What it was made from, so that a loop can rebuild the same envs as another source
     # (PPO's collector="pool" replaces this env by a PoolCollector over the same envs).
     env.pool_seed = list(seed) if isinstance(seed, Sequence) else int(seed)
@@ -74,6 +80,9 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
         # pixels, so no CNN and no /255; an MLP reads them as a flat vector.
         transforms += [DTypeCastTransform(torch.uint8, torch.float32, in_keys=["observation"]),
                        FlattenObservation(-3, -1, in_keys=["observation"])]
+    elif _is_rgb_picture(obs_spec, len(env.batch_size)):
+        # CarRacing's [H, W, 3] picture: channels first for the CNN (which scales by 1/255).
+        transforms.append(PermuteTransform([-1, -3, -2], in_keys=["observation"]))
     if obs_norm:
         transforms += [VecNormV2(in_keys=["observation"], decay=0.99999, eps=1e-8,
                                  reduce_batch_dims=True),
@@ -182,6 +191,11 @@ def _is_grid_code(env_id: str, spec: Any, batch_dims: int) -> bool:
     """MiniGrid's ``[7, 7, 3]`` uint8 cell codes (not an RGB picture such as CarRacing's)."""
     return (env_id.startswith("MiniGrid-") and spec.dtype == torch.uint8
             and spec.ndim - batch_dims == 3)
+
+
+def _is_rgb_picture(spec: Any, batch_dims: int) -> bool:
+    """An ``[H, W, 3]`` uint8 RGB picture (CarRacing's), as opposed to ``[C, H, W]`` stacks."""
+    return spec.dtype == torch.uint8 and spec.ndim - batch_dims == 3 and spec.shape[-1] == 3
 
 
 def is_image(env: EnvBase) -> bool:

@@ -65,21 +65,33 @@ class NatureCNN(nn.Module):
     same weights as before.
 
     Args:
-        in_channels: Stacked frames (4 for the standard Atari preprocessing).
+        in_channels: Stacked frames (4 for the standard Atari preprocessing; 3 for an RGB
+            picture such as CarRacing's).
         features: Width of the final hidden layer.
+        in_size: Height and width of the frames (84x84 Atari, 96x96 CarRacing): sets the
+            width of the flattened conv output.
 
     Example:
         >>> import torch
         >>> from torchfrag.algos.networks import NatureCNN
         >>> NatureCNN(4)(torch.zeros(2, 4, 84, 84, dtype=torch.uint8)).shape
         torch.Size([2, 512])
+        >>> NatureCNN(3, 256, in_size=(96, 96))(torch.zeros(2, 3, 96, 96, dtype=torch.uint8)).shape
+        torch.Size([2, 256])
     """
 
-    def __init__(self, in_channels: int = 4, features: int = 512) -> None:
+    def __init__(self, in_channels: int = 4, features: int = 512,
+                 in_size: tuple[int, int] = (84, 84)) -> None:
         super().__init__()
-        self.conv = ConvNet(in_features=in_channels, num_cells=[32, 64, 64], kernel_sizes=[8, 4, 3],
-                            strides=[4, 2, 1], activation_class=nn.ReLU)
-        self.fc = MLP(in_features=64 * 7 * 7, out_features=features, num_cells=[],
+        kernels, strides = [8, 4, 3], [4, 2, 1]
+        self.conv = ConvNet(in_features=in_channels, num_cells=[32, 64, 64], kernel_sizes=kernels,
+                            strides=strides, activation_class=nn.ReLU)
+        h, w = in_size
+        for k, st in zip(kernels, strides):  # valid convolutions
+            h, w = (h - k) // st + 1, (w - k) // st + 1
+        if h < 1 or w < 1:
+            raise ValueError(f"NatureCNN needs frames of at least 36x36, got {tuple(in_size)}")
+        self.fc = MLP(in_features=64 * h * w, out_features=features, num_cells=[],
                       activation_class=nn.ReLU, activate_last_layer=True)
         for m in (*self.conv, *self.fc):
             ortho_init(m, math.sqrt(2))
@@ -106,11 +118,15 @@ def _rename_hand_written_keys(module: nn.Module, state_dict: dict, prefix: str,
                 state_dict[prefix + new + suffix] = state_dict.pop(key)
 
 
-def make_cnn_actor_critic(env: EnvBase, features: int = 512) -> tuple[ProbabilisticActor, ValueOperator]:
+def make_cnn_actor_critic(env: EnvBase, features: int = 512,
+                          init_scale: float = 1.0) -> tuple[ProbabilisticActor, ValueOperator]:
     """Actor and critic on one shared :class:`NatureCNN` torso (CleanRL's Atari PPO network).
 
-    The policy head is a categorical over the discrete actions (gain 0.01),
-    the value head a linear layer (gain 1); both read the torso's ``"hidden"`` output.
+    The policy head is a categorical over the discrete actions (gain 0.01), or
+    for continuous actions (CarRacing) a ``TanhNormal`` squashed into the action
+    bounds with a state-independent scale starting at ``init_scale``, as
+    :func:`make_actor_critic`'s; the value head is a linear layer (gain 1).
+    All read the torso's ``"hidden"`` output.
 
     Example:
         >>> import torch
@@ -127,17 +143,32 @@ def make_cnn_actor_critic(env: EnvBase, features: int = 512) -> tuple[Probabilis
         (torch.Size([2]), torch.Size([2, 1]))
     """
     spec = env.action_spec_unbatched
-    n = int(spec.space.n)
-    trunk = TensorDictModule(NatureCNN(env.observation_spec["observation"].shape[-3], features),
+    frames = env.observation_spec["observation"].shape
+    trunk = TensorDictModule(NatureCNN(frames[-3], features, in_size=(frames[-2], frames[-1])),
                              ["observation"], ["hidden"])
-    logits = nn.Linear(features, n)
-    ortho_init(logits, 0.01)
     value = nn.Linear(features, 1)
     ortho_init(value, 1.0)
-    policy_head = ProbabilisticActor(TensorDictModule(logits, ["hidden"], ["logits"]),
-                                     in_keys=["logits"], spec=spec,
-                                     distribution_class=torch.distributions.Categorical,
-                                     return_log_prob=True)
+    if is_discrete(env):
+        logits = nn.Linear(features, int(spec.space.n))
+        ortho_init(logits, 0.01)
+        policy_head = ProbabilisticActor(TensorDictModule(logits, ["hidden"], ["logits"]),
+                                         in_keys=["logits"], spec=spec,
+                                         distribution_class=torch.distributions.Categorical,
+                                         return_log_prob=True)
+    else:
+        if not init_scale > 0:
+            raise ValueError(f"init_scale must be > 0, got {init_scale!r}")
+        act_dim = spec.shape[-1]
+        loc = nn.Linear(features, act_dim)
+        ortho_init(loc, 0.01)
+        net = nn.Sequential(loc, AddStateIndependentNormalScale(act_dim, scale_lb=1e-4,
+                                                                init_value=math.log(init_scale)))
+        policy_head = ProbabilisticActor(TensorDictModule(net, ["hidden"], ["loc", "scale"]),
+                                         in_keys=["loc", "scale"], spec=spec,
+                                         distribution_class=TanhNormal,
+                                         distribution_kwargs={"low": spec.space.low,
+                                                              "high": spec.space.high},
+                                         return_log_prob=True)
     shared = ActorValueOperator(trunk, policy_head, ValueOperator(value, in_keys=["hidden"]))
     return shared.get_policy_operator(), shared.get_value_operator()
 
@@ -150,7 +181,7 @@ def make_actor_critic(env: EnvBase, hidden: list[int],
     ``TanhNormal`` squashed into the action bounds, with a state-independent
     scale (as TorchRL's and CleanRL's MuJoCo PPO) that starts at
     ``init_scale`` (the standard deviation before the squash; 1.0 as theirs).
-    Image stacks (Atari): the shared Nature-CNN torso of :func:`make_cnn_actor_critic`.
+    Image stacks (Atari, CarRacing): the shared Nature-CNN torso of :func:`make_cnn_actor_critic`.
 
     Example:
         >>> from torchfrag.algos.envs import make_env
@@ -160,7 +191,7 @@ def make_actor_critic(env: EnvBase, hidden: list[int],
         ['loc', 'scale', 'action', 'action_log_prob']
     """
     if is_image(env):
-        return make_cnn_actor_critic(env)
+        return make_cnn_actor_critic(env, init_scale=init_scale)
     obs_dim = env.observation_spec["observation"].shape[-1]
     spec = env.action_spec_unbatched
     if is_discrete(env):

@@ -401,6 +401,8 @@ class PoolCollector(BaseCollector):
                 storing_device = env.device
         elif not isinstance(create_env_fn, str) or generic_only:
             if isinstance(create_env_fn, str):
+                # An env id keeps the collector's index actions unless told otherwise.
+                env_conventions.setdefault("categorical_action_encoding", True)
                 create_env_fn = PoolEnv(create_env_fn, num_envs, num_threads=num_threads,
                                         seed=seed, info_keys=list(info_keys),
                                         observation_dtype=obs_dtype, **env_conventions,

@@ -9,6 +9,13 @@ own convention: the step after a ``LAST`` is the new episode's ``FIRST``, with
 reward 0 and discount 1, and its action is ignored. ``discount`` is 0 on a
 ``LAST`` that terminated and 1 on one that was truncated (time limit).
 
+DeepMind Control Suite ids (``CheetahRun-v1``, ...) give dm_control's own
+observation instead: an ``OrderedDict`` with its keys, in its order, each a
+float64 ``[B, *shape]`` array (``observation_spec()`` is dm_control's, one
+env's shapes); the env ids and infos of the last time step are then
+:attr:`PoolDmEnv.last_info`. ``named_observations=False`` keeps EnvPool's
+``State`` tuple for them too.
+
 ``dm-env`` is optional (``pip install dm-env``); it is imported when a dm env is
 made, with a clear error where it is missing.
 
@@ -32,6 +39,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from torchfrag.envs import dmc_observations
 from torchfrag.envs.pool import EnvPool
 
 __all__ = ["PoolDmEnv", "make_dm"]
@@ -65,13 +73,31 @@ class PoolDmEnv:
     Args:
         env_id: A pool env id.
         num_envs: Number of envs.
+        named_observations: dm_control's ``OrderedDict`` observations (DMC ids
+            only). Default: on for DMC ids, off for the others.
         **kwargs: Passed to :class:`~torchfrag.envs.EnvPool` (``seed``,
             ``num_threads``, ``batch_size``, env options); ``autoreset`` is
             dm_env's next-step rule and cannot be changed.
+
+    Example:
+        >>> from torchfrag.envs import make_dm
+        >>> env = make_dm("WalkerWalk-v1", num_envs=2, seed=0)
+        >>> list(env.observation_spec()), env.observation_spec()["height"].shape
+        (['orientations', 'height', 'velocity'], ())
+        >>> ts = env.reset()
+        >>> ts.observation["orientations"].shape, env.last_info["env_id"].tolist()
+        ((2, 14), [0, 1])
+        >>> env.close()
     """
 
-    def __init__(self, env_id: str, num_envs: int = 1, **kwargs: Any) -> None:
+    def __init__(self, env_id: str, num_envs: int = 1, *,
+                 named_observations: bool | None = None, **kwargs: Any) -> None:
         dm_env = _dm_env()
+        if named_observations is None:
+            named_observations = dmc_observations.is_dmc(env_id)
+        #: dm_control's (key, shape) pairs when observations are its OrderedDict, else None.
+        named = dmc_observations.check_named(env_id, named_observations)
+        self._keys = dmc_observations.observation_keys(env_id) if named else None
         if kwargs.get("autoreset", "next_step") != "next_step":
             raise ValueError(f"make_dm: autoreset={kwargs['autoreset']!r} is not supported: dm_env"
                              " time steps follow next-step auto-reset (FIRST after LAST)")
@@ -82,6 +108,9 @@ class PoolDmEnv:
         self._state = collections.namedtuple(
             "State", ["env_id", "elapsed_step", "obs", *self._info_names])
         self._types = dm_env.StepType
+        #: ``env_id``, ``elapsed_step`` and the env infos (``[B]`` arrays) of the last time
+        #: step; with named observations the only place the async API's env ids appear.
+        self.last_info: dict[str, np.ndarray] = {}
 
     # -- dm_env.Environment --------------------------------------------------------------
     def reset(self) -> Any:
@@ -109,8 +138,11 @@ class PoolDmEnv:
 
     # -- specs ---------------------------------------------------------------------------
     def observation_spec(self) -> Any:
-        """``State`` of array specs (one env's shapes)."""
+        """``State`` of array specs (one env's shapes), or dm_control's ``OrderedDict`` of them."""
         specs = _dm_env().specs
+        if self._keys is not None:
+            return collections.OrderedDict(
+                (k, specs.Array(shape, np.float64, name=k)) for k, shape in self._keys)
         infos = self.pool.spec.infos
         return self._state(
             env_id=specs.Array((), np.int64, name="env_id"),
@@ -151,9 +183,17 @@ class PoolDmEnv:
                              np.where(last, int(self._types.LAST), int(self._types.MID)))
         discount = np.where(terminated & ~first, 0.0, 1.0)
         reward = np.where(first, 0.0, np.asarray(reward, dtype=np.float64))
-        observation = self._state(env_id=np.asarray(info["env_id"]),
-                                  elapsed_step=np.asarray(info["elapsed_step"]), obs=obs,
-                                  **{k: info[k] for k in self._info_names})
+        self.last_info = {"env_id": np.asarray(info["env_id"]),
+                          "elapsed_step": np.asarray(info["elapsed_step"]),
+                          **{k: info[k] for k in self._info_names}}
+        if self._keys is not None:
+            # A copy: the pool reuses its buffers, and dm_control's observations are the
+            # caller's to keep.
+            observation: Any = dmc_observations.split_observation(self.pool.env_id, obs.copy())
+        else:
+            observation = self._state(env_id=self.last_info["env_id"],
+                                      elapsed_step=self.last_info["elapsed_step"], obs=obs,
+                                      **{k: info[k] for k in self._info_names})
         return _dm_env().TimeStep(step_type=step_type.astype(np.int32), reward=reward,
                                   discount=discount, observation=observation)
 

@@ -10,6 +10,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from torchfrag.envs import dmc_observations
 from torchfrag.envs.pool import EnvPool
 from torchfrag.envs.spec import list_envs
 
@@ -51,6 +52,9 @@ class PoolVectorEnv(VectorEnv):
             (``reset(options={"reset_mask": ...})``); stepping one before that
             raises ``ValueError`` (Gymnasium's own vector envs assert).
         copy: Copy observations out of the pool's buffers.
+        named_observations: DeepMind Control Suite ids only: observations as a
+            ``Dict`` space of dm_control's keys (in its order, each ``[num_envs,
+            *shape]`` float64) instead of the flat vector.
         **kwargs: Passed to :class:`~torchfrag.envs.EnvPool` (``seed``,
             ``num_threads``, env options).
 
@@ -67,8 +71,9 @@ class PoolVectorEnv(VectorEnv):
 
     def __init__(self, env_id: str, num_envs: int = 1,
                  autoreset: str | AutoresetMode = "next_step", copy: bool = True,
-                 **kwargs: Any) -> None:
+                 named_observations: bool = False, **kwargs: Any) -> None:
         render_mode, render_kwargs = _render_arguments(env_id, kwargs)
+        self._named = dmc_observations.check_named(env_id, named_observations)
         if isinstance(autoreset, AutoresetMode):
             if autoreset not in _MODES:
                 raise ValueError(f"autoreset={autoreset} is not supported by the pool; use"
@@ -81,7 +86,8 @@ class PoolVectorEnv(VectorEnv):
                             autoreset="next_step" if self._disabled else autoreset, **kwargs)
         self.num_envs = num_envs
         self.copy = copy
-        self.single_observation_space = self.pool.observation_space
+        self.single_observation_space = (dmc_observations.dict_space(env_id) if self._named
+                                         else self.pool.observation_space)
         self.single_action_space = self.pool.action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -180,8 +186,9 @@ class PoolVectorEnv(VectorEnv):
     def close_extras(self, **kwargs: Any) -> None:
         self.pool.close()
 
-    def _out(self, obs: np.ndarray) -> np.ndarray:
-        return obs.copy() if self.copy else obs
+    def _out(self, obs: np.ndarray) -> np.ndarray | dict[str, np.ndarray]:
+        obs = obs.copy() if self.copy else obs
+        return dmc_observations.split_observation(self.pool.env_id, obs) if self._named else obs
 
     def _infos(self, info: dict[str, np.ndarray], done: np.ndarray | None) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -200,6 +207,8 @@ class PoolVectorEnv(VectorEnv):
             finals = np.full(self.num_envs, None, dtype=object)
             for i in rows:
                 finals[i] = final_obs[i].copy()
+                if self._named:
+                    finals[i] = dmc_observations.split_observation(self.pool.env_id, finals[i])
             out["final_obs"] = finals
             out["_final_obs"] = done.copy()
             final_info: dict[str, Any] = {}
@@ -225,13 +234,18 @@ class PoolSingleEnv(gymnasium.Env):
         (4,)
     """
 
-    def __init__(self, env_id: str, **kwargs: Any) -> None:
+    def __init__(self, env_id: str, named_observations: bool = False, **kwargs: Any) -> None:
         render_mode, render_kwargs = _render_arguments(env_id, kwargs)
+        self._named = dmc_observations.check_named(env_id, named_observations)
         _frameskip_option(env_id, kwargs)
-        # Gymnasium's TimeLimit wrapper handles the limit for single envs.
-        kwargs.setdefault("max_episode_steps", 0)
+        # Gymnasium's TimeLimit wrapper handles the limit for single envs, except
+        # where the limit is part of the dynamics (MiniGrid's reward divides by its
+        # max_steps): there the pool keeps it and truncates at the wrapper's step.
+        if not env_id.startswith("MiniGrid-"):
+            kwargs.setdefault("max_episode_steps", 0)
         self.pool = EnvPool(env_id, num_envs=1, **kwargs)
-        self.observation_space = self.pool.observation_space
+        self.observation_space = (dmc_observations.dict_space(env_id) if self._named
+                                  else self.pool.observation_space)
         self.action_space = self.pool.action_space
         self.metadata = _render_metadata(self.pool, render_mode, render_kwargs)
         self.render_mode = render_mode
@@ -243,7 +257,7 @@ class PoolSingleEnv(gymnasium.Env):
         if seed is not None:
             self.pool.seed([seed])
         obs, info = self.pool.reset()
-        return obs[0].copy(), {k: v[0].copy() for k, v in info.items()}
+        return self._one(obs), {k: v[0].copy() for k, v in info.items()}
 
     def step(self, action: Any):
         if self.pool.spec.action_space.shape:
@@ -256,8 +270,13 @@ class PoolSingleEnv(gymnasium.Env):
                                 f"[0, {self.action_space.n}), got {action!r}")
             act = a.astype(np.int64)[None]
         obs, reward, terminated, truncated, info = self.pool.step(act)
-        return (obs[0].copy(), float(reward[0]), bool(terminated[0]), bool(truncated[0]),
+        return (self._one(obs), float(reward[0]), bool(terminated[0]), bool(truncated[0]),
                 {k: v[0].copy() for k, v in info.items()})
+
+    def _one(self, obs: np.ndarray) -> np.ndarray | dict[str, np.ndarray]:
+        """The env's observation (a copy), split into dm_control's keys if asked."""
+        one = obs[0].copy()
+        return dmc_observations.split_observation(self.pool.env_id, one) if self._named else one
 
     def render(self) -> np.ndarray | None:
         """The env's frame (``[H, W, 3]`` uint8) under ``render_mode="rgb_array"``."""
@@ -371,9 +390,14 @@ def register_gymnasium_envs() -> None:
         if full in gymnasium.registry:
             continue
         try:
-            s = env_spec(env_id)
-            limits = {"max_episode_steps": s.max_episode_steps or None,
-                      "reward_threshold": s.reward_threshold}
+            if dmc_observations.is_dmc(env_id):
+                # A DMC spec compiles the task's model (0.25-0.9 s each); every suite task
+                # has dm_control's 1000-step limit and no threshold (tests/test_dmc.py checks).
+                limits = {"max_episode_steps": dmc_observations.DMC_STEP_LIMIT, "reward_threshold": None}
+            else:
+                s = env_spec(env_id)
+                limits = {"max_episode_steps": s.max_episode_steps or None,
+                          "reward_threshold": s.reward_threshold}
         except ValueError as err:
             # An optional family whose files are absent (DMC without the dmc extra): the
             # id stays registered, so making it raises that same clear error, and

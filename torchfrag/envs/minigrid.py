@@ -34,6 +34,10 @@ _FIXED = [
     (r"MiniGrid-SimpleCrossing", "find the opening and get to the green goal square"),
     (r"MiniGrid-MultiRoom-", "traverse the rooms to get to the goal"),
     (r"MiniGrid-Memory", "go to the matching object at the end of the hallway"),
+    (r"MiniGrid-DistShift", "get to the green goal square"),
+    (r"MiniGrid-Unlock-", "open the door"),
+    (r"MiniGrid-RedBlueDoors-", "open the red door then the blue door"),
+    (r"MiniGrid-Playground-", ""),  # no task
 ]
 
 
@@ -60,6 +64,16 @@ def missions(env_id: str) -> list[str]:
         return [f"go to the {c} door" for c in _COLOR_NAMES]
     if env_id.startswith("MiniGrid-KeyCorridor"):
         return [f"pick up the {c} ball" for c in _COLOR_NAMES]
+    objects = [f"{c} {t}" for c in _COLOR_NAMES for t in ("key", "ball", "box")]
+    if env_id.startswith("MiniGrid-GoToObject-"):
+        return [f"go to the {o}" for o in objects]
+    if env_id == "MiniGrid-LockedRoom-v0":
+        return [f"get the {a} key from the {b} room, unlock the {a} door and go to the goal"
+                for a in _COLOR_NAMES for b in _COLOR_NAMES]
+    if env_id.startswith("MiniGrid-PutNear-"):
+        return [f"put the {a} near the {b}" for a in objects for b in objects]
+    if env_id in ("MiniGrid-UnlockPickup-v0", "MiniGrid-BlockedUnlockPickup-v0"):
+        return [f"pick up the {c} box" for c in _COLOR_NAMES]
     for pattern, text in _FIXED:
         if re.match(pattern, env_id):
             return [text]

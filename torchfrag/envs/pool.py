@@ -340,9 +340,11 @@ class EnvPool:
         """An RGB frame (``[H, W, 3]`` uint8) of env ``env_index`` as it is now.
 
         The frame is Gymnasium's ``render()`` of the same state: ALE's raw
-        screen for Atari, Gymnasium's own drawing for classic control (needs
-        ``pygame``) and MuJoCo (MuJoCo's offscreen OpenGL renderer with
-        Gymnasium's camera; headless: EGL or OSMesa), see
+        screen for Atari, Gymnasium's own drawing for classic control,
+        LunarLander and BipedalWalker (needs ``pygame``; LunarLander without
+        the engines' flame particles) and MuJoCo (MuJoCo's offscreen OpenGL renderer with
+        Gymnasium's camera; headless: EGL or OSMesa), the ``minigrid``
+        package's for MiniGrid, see
         :mod:`torchfrag.envs.rendering`. Costs nothing until called. The env
         must have been reset and must not be in flight.
 

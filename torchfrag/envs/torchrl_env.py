@@ -37,6 +37,7 @@ from torchrl.data import Bounded, Categorical, Composite, MultiCategorical, OneH
 from torchrl.data.utils import numpy_to_torch_dtype_dict
 from torchrl.envs import EnvBase
 
+from torchfrag.envs import dmc_observations
 from torchfrag.envs._torchrl_compat import make_compatible_policy, new_tensordict, step_mdp
 from torchfrag.envs.aliases import is_alias
 from torchfrag.envs.gymenv_args import check_batch_size, take_gymenv_kwargs
@@ -242,16 +243,19 @@ class PoolEnv(EnvBase):
 
     Two modes, chosen by ``num_envs``:
 
-    - ``PoolEnv(id, num_envs=N)``: batched, batch size ``[N]``, the pool's
-      conventions (the ones torchfrag's algorithms use): ``Categorical``
-      discrete actions, every env info exposed, the env's own observation
-      dtype. One C++ call steps all envs.
+    - ``PoolEnv(id, num_envs=N)``: batched, batch size ``[N]``, as
+      ``GymEnv(id, num_envs=N)``; every env info exposed; one C++ call steps
+      all envs.
     - ``PoolEnv(id)`` (``num_envs`` not given): one env, unbatched (batch size
-      ``[]``), with :class:`~torchrl.envs.GymEnv`'s conventions, so replacing
-      ``GymEnv(id)`` is a one-line change: ``OneHot`` discrete actions
-      (``categorical_action_encoding=False``, GymEnv's default), no info
-      entries, observations in the env's own dtype (float64 for MuJoCo, as
-      GymEnv; ask for ``observation_dtype=torch.float32``).
+      ``[]``), as ``GymEnv(id)``, with no info entries.
+
+    Discrete actions are ``OneHot`` in both, as GymEnv's default
+    (``categorical_action_encoding=False``), so replacing ``GymEnv`` is a
+    one-line change; ``categorical_action_encoding=True`` gives ``Categorical``
+    indices, what torchfrag's algorithms and the async fast path of
+    :class:`~torchfrag.collectors.PoolCollector` use (see
+    :attr:`pool_conventions`). Observations keep the env's own dtype (float64
+    for MuJoCo, as GymEnv; ask for ``observation_dtype=torch.float32``).
 
     Each of these options can be set in either mode. In both, bounds are kept
     per dimension (``Bounded`` unless no bound is finite, GymEnv's rule),
@@ -278,9 +282,8 @@ class PoolEnv(EnvBase):
             ``"elapsed_step"`` and every env info. Default: all in the batched
             mode, none in the unbatched one.
         categorical_action_encoding: Discrete actions as indices
-            (``Categorical``) rather than one-hot (``OneHot``). Default: ``True``
-            batched, ``False`` unbatched (as GymEnv). Both are accepted as input
-            in either case.
+            (``Categorical``) rather than one-hot (``OneHot``, the default, as
+            GymEnv's). Either form is accepted as input in both cases.
         from_pixels: GymEnv's ``from_pixels``: frames under ``"pixels"``.
             Envs whose observations are images (Atari) name them
             ``"pixels"`` (channel-first ``[C, H, W]`` for the pool's
@@ -290,8 +293,23 @@ class PoolEnv(EnvBase):
             ``[H, W, 3]`` as ``env.render()`` draws it (see
             :mod:`torchfrag.envs.rendering`; terminal frames under ``"next"``).
         pixels_only: With ``from_pixels`` on a rendered env: only
-            ``"pixels"`` (``True``, GymEnv's default) or ``"pixels"`` and
-            ``"observation"``.
+            ``"pixels"`` (``True``) or ``"pixels"`` and ``"observation"`` (or the
+            named entries below). Default: ``True`` (GymEnv's) except for the
+            DeepMind Control Suite ids, whose default is ``False`` as with
+            TorchRL's ``DMControlEnv(from_pixels=True)``, which keeps the state
+            beside the pixels (``named_observations=True`` then gives its keys
+            exactly: ``"pixels"``, ``"position"``, ``"velocity"``, ...).
+        render_kwargs: Rendering arguments of ``"pixels"`` and :meth:`render`
+            (TorchRL's ``DMControlEnv`` argument): ``height``, ``width``,
+            ``camera_id`` for DMC ids (default 240 x 320, camera 0, as
+            DMControlEnv), Gymnasium's MuJoCo keywords for MuJoCo ids.
+        camera_id: DMControlEnv's shortcut for ``render_kwargs["camera_id"]``.
+        named_observations: DeepMind Control Suite ids only: one entry per key
+            of dm_control's observation dict instead of the flat
+            ``"observation"`` (``"position"``, ``"velocity"``, ...), as
+            TorchRL's ``DMControlEnv`` gives them: float64 (or
+            ``observation_dtype``), dm_control's shapes with scalars as
+            ``[1]``. Steps take TorchRL's generic path (no fused rollout).
         frame_skip: GymEnv's ``frame_skip``. Atari: the env's frame skip (ALE
             frames per step, GymEnv passes it to ALE). Other envs: the action
             is repeated ``frame_skip`` times (stopping at the end of an
@@ -342,9 +360,12 @@ class PoolEnv(EnvBase):
         seed: int | Sequence[int] | None = 0,
         device: torch.device | str | None = None,
         info_keys: Sequence[str] | None | str = "default",
-        categorical_action_encoding: bool | None = None,
+        categorical_action_encoding: bool = False,
         from_pixels: bool = False,
-        pixels_only: bool = True,
+        pixels_only: bool | None = None,
+        render_kwargs: dict[str, Any] | None = None,
+        camera_id: int | str | None = None,
+        named_observations: bool = False,
         frame_skip: int = 1,
         batch_size: Sequence[int] | torch.Size | None = None,
         allow_done_after_reset: bool = False,
@@ -355,6 +376,9 @@ class PoolEnv(EnvBase):
     ) -> None:
         device = torch.device(device) if device is not None else torch.device("cpu")
         batched = num_envs is not None
+        self._named = dmc_observations.check_named(env_id, named_observations)
+        if pixels_only is None:
+            pixels_only = not dmc_observations.is_dmc(env_id)
         init_options = dict(options)  # what pickling passes again
         take_gymenv_kwargs(env_id, options)
         check_batch_size(env_id, batch_size, num_envs)
@@ -397,7 +421,9 @@ class PoolEnv(EnvBase):
             num_threads=num_threads, seed=seed, device=device,
             info_keys=None if info_keys is None else list(info_keys),
             categorical_action_encoding=categorical_action_encoding, from_pixels=from_pixels,
-            pixels_only=pixels_only, frame_skip=frame_skip,
+            pixels_only=pixels_only, render_kwargs=render_kwargs, camera_id=camera_id,
+            named_observations=named_observations,
+            frame_skip=frame_skip,
             allow_done_after_reset=allow_done_after_reset, spec_locked=spec_locked,
             observation_dtype=observation_dtype, env_options=env_options, **init_options)
         super().__init__(device=device, batch_size=torch.Size([n] if batched else []),
@@ -411,13 +437,20 @@ class PoolEnv(EnvBase):
         self.pool_spec: EnvSpec = self._pool.spec
         obs_space = self.pool_spec.observation_space
         image_obs = len(obs_space.shape) == 3
+        render_kwargs = dict(render_kwargs or {})
+        if camera_id is not None:
+            render_kwargs["camera_id"] = camera_id
+        if render_kwargs:
+            try:
+                self._pool.configure_render(**render_kwargs)
+            except Exception:
+                self._pool.close()
+                raise
         # Rendered frames for envs whose observations are not images (GymEnv's from_pixels).
         self._pixels: PixelFrames | None = None
         if from_pixels and not image_obs:
             self._pixels = PixelFrames(self._pool, pixels_only, seed)
         self._discrete = isinstance(self.pool_spec.action_space, spaces.Discrete)
-        if categorical_action_encoding is None:
-            categorical_action_encoding = batched
         self._one_hot = self._discrete and not categorical_action_encoding
         # GymEnv names image observations "pixels" (always for the ALE/ ids).
         self._obs_key = "pixels" if image_obs and (from_pixels or is_alias(env_id)) \
@@ -478,16 +511,24 @@ class PoolEnv(EnvBase):
         """Whether the fused paths may bypass ``_step``/``_reset`` (not overridden by a subclass)."""
         cls = type(self)
         return (cls._step is PoolEnv._step and cls._reset is PoolEnv._reset
-                and self._pixels is None and self.frame_skip == 1)
+                and self._pixels is None and self.frame_skip == 1 and not self._named)
+
+    @property
+    def _pixels_only(self) -> bool:
+        """Whether only rendered ``"pixels"`` are returned (no state observation)."""
+        return self._pixels is not None and self._pixels.pixels_only
 
     @property
     def pool_conventions(self) -> bool:
         """Whether this env uses the pool's own conventions (what an async pool collector yields).
 
-        Batched, ``Categorical`` actions, ``"observation"`` in the env's dtype.
+        Batched, ``Categorical`` actions (``categorical_action_encoding=True``),
+        ``"observation"`` in the env's dtype. ``PoolCollector`` collects such an
+        env on its async fast path; a ``OneHot`` one (the default, GymEnv's) is
+        run by TorchRL's ``Collector``.
         """
         return (self.batched and not self._one_hot and self._obs_key == "observation"
-                and self._obs_cast is None)
+                and self._obs_cast is None and not self._named)
 
     # -- specs -----------------------------------------------------------------------
     def _make_specs(self) -> None:
@@ -496,6 +537,13 @@ class PoolEnv(EnvBase):
         self.observation_spec = observation_spec_from(
             self.pool_spec, n, list(self._info_names.values()), dev,
             observation_key=self._obs_key, observation_dtype=self._obs_cast)
+        if self._named and not self._pixels_only:
+            # DMControlEnv's entries: dm_control's keys, scalars as [1].
+            flat = self.observation_spec[self._obs_key]
+            del self.observation_spec[self._obs_key]
+            for key, shape in dmc_observations.observation_keys(self.env_id):
+                self.observation_spec[key] = Unbounded(shape=(*lead, *(shape or (1,))),
+                                                       dtype=flat.dtype, device=dev)
         if self._pixels is not None:
             if self._pixels.pixels_only:
                 del self.observation_spec[self._obs_key]
@@ -597,8 +645,11 @@ class PoolEnv(EnvBase):
         writes it under ``"next"`` of the input, and a device mismatch there costs a
         ``TensorDict.to`` on every step (about a third of a CartPole step).
         """
-        if self._pixels is not None and self._pixels.pixels_only:
+        if self._pixels_only:
             del data[self._obs_key]
+        elif self._named:
+            data.update(dmc_observations.split_observation(self.env_id, data.pop(self._obs_key),
+                                                           (1,)))
         td = TensorDict(data, batch_size=[self.num_envs], device=self.device)
         return td if self.batched else td[0]
 

@@ -8,6 +8,10 @@
 //   the contact order, follow from that history: this env does the same.
 // - The terrain (and, in hardcore, stumps, stairs and pits) and the clouds
 //   Gymnasium draws only for rendering consume the random stream in its order.
+// - render() hands out what Gymnasium's render() draws besides the bodies'
+//   transforms: the episode number (its lidar animation counts frames from a
+//   reset), the terrain's heights, each terrain body's vertices and the clouds,
+//   which torchfrag/envs/rendering.py puts into a Gymnasium BipedalWalker.
 // - The action arrives as float32 and NumPy 2 keeps float32 arithmetic for
 //   the motor torques and the torque cost, so those are computed in float.
 #pragma once
@@ -82,11 +86,18 @@ class BipedalWalker : public Env {
     contacts_ = ContactFlags<2>{};
     world_->SetContactListener(&contacts_);
     prev_shaping_valid_ = false;
+    ++episode_;
     generate_terrain(rng);
-    // Gymnasium's clouds (drawn for rendering only) still take their numbers.
-    for (int c = 0; c < kTerrainLength / 20; ++c) {
-      rng.uniform(0.0, kTerrainLength);
-      for (int k = 0; k < 10; ++k) rng.uniform(0.0, 5 * kTerrainStep);
+    // Gymnasium's clouds, drawn for rendering only, with its formulas in double.
+    for (auto& cloud : clouds_) {
+      const double x = rng.uniform(0.0, kTerrainLength) * kTerrainStep;
+      const double y = kViewportH / kScale * 3 / 4;
+      for (int a = 0; a < 5; ++a) {
+        cloud[2 * a] = x + 15 * kTerrainStep * std::sin(3.14 * 2 * a / 5) +
+                       rng.uniform(0.0, 5 * kTerrainStep);
+        cloud[2 * a + 1] = y + 5 * kTerrainStep * std::cos(3.14 * 2 * a / 5) +
+                           rng.uniform(0.0, 5 * kTerrainStep);
+      }
     }
 
     const double init_x = kTerrainStep * kTerrainStartpad / 2;
@@ -125,11 +136,35 @@ class BipedalWalker : public Env {
 
   bool render(RenderData* out) override {
     if (!hull_) return false;
-    out->state = {hull_->GetPosition().x, hull_->GetPosition().y, hull_->GetAngle()};
+    // Layout (read by torchfrag/envs/rendering.py): episode, hull and legs as
+    // (x, y, angle), the lidar rays' (hit?, x, y), terrain_x, terrain_y, the
+    // clouds' 5 points each, then per terrain body (Gymnasium's drawlist
+    // order) its vertex count and vertices.
+    std::vector<double>& s = out->state;
+    s = {static_cast<double>(episode_), hull_->GetPosition().x, hull_->GetPosition().y,
+         hull_->GetAngle()};
     for (b2Body* leg : legs_) {
-      out->state.push_back(leg->GetPosition().x);
-      out->state.push_back(leg->GetPosition().y);
-      out->state.push_back(leg->GetAngle());
+      s.push_back(leg->GetPosition().x);
+      s.push_back(leg->GetPosition().y);
+      s.push_back(leg->GetAngle());
+    }
+    for (const auto& h : lidar_hits_) s.insert(s.end(), h.begin(), h.end());
+    s.insert(s.end(), terrain_x_.begin(), terrain_x_.end());
+    s.insert(s.end(), terrain_y_.begin(), terrain_y_.end());
+    for (const auto& cloud : clouds_) s.insert(s.end(), cloud.begin(), cloud.end());
+    for (b2Body* t : terrain_) {
+      const b2Shape* shape = t->GetFixtureList()->GetShape();
+      if (shape->GetType() == b2Shape::e_edge) {
+        const auto* e = static_cast<const b2EdgeShape*>(shape);
+        s.insert(s.end(), {2.0, e->m_vertex1.x, e->m_vertex1.y, e->m_vertex2.x, e->m_vertex2.y});
+      } else {
+        const auto* p = static_cast<const b2PolygonShape*>(shape);
+        s.push_back(p->m_count);
+        for (int k = 0; k < p->m_count; ++k) {
+          s.push_back(p->m_vertices[k].x);
+          s.push_back(p->m_vertices[k].y);
+        }
+      }
     }
     return true;
   }
@@ -138,10 +173,14 @@ class BipedalWalker : public Env {
   // Gymnasium's lidar callback: ground hits only, keep the closest.
   struct Lidar : b2RayCastCallback {
     float fraction = 1.0f;
-    float32 ReportFixture(b2Fixture* fixture, const b2Vec2&, const b2Vec2&,
+    bool hit = false;
+    b2Vec2 point{0.0f, 0.0f};  // the last (closest) ground hit: Gymnasium draws the ray to it
+    float32 ReportFixture(b2Fixture* fixture, const b2Vec2& p, const b2Vec2&,
                           float32 f) override {
       if ((fixture->GetFilterData().categoryBits & 1) == 0) return -1.0f;
       fraction = f;
+      hit = true;
+      point = p;
       return f;
     }
   };
@@ -208,7 +247,8 @@ class BipedalWalker : public Env {
     int64_t counter = kTerrainStartpad;
     bool oneshot = false;
     int64_t stair_steps = 0, stair_width = 0, stair_height = 0;
-    std::array<double, kTerrainLength> tx, ty;
+    std::array<double, kTerrainLength>& tx = terrain_x_;
+    std::array<double, kTerrainLength>& ty = terrain_y_;
     // np_random.integers(low, high): [low, high).
     auto integers = [&rng](int64_t low, int64_t high) {
       return low + static_cast<int64_t>(rng.integer(static_cast<uint64_t>(high - low)));
@@ -318,6 +358,7 @@ class BipedalWalker : public Env {
                       static_cast<float>(pos.y - std::cos(1.5 * i / 10.0) * kLidarRange));
       world_->RayCast(&lidar, pos, p2);
       o[14 + i] = lidar.fraction;
+      lidar_hits_[i] = {lidar.hit ? 1.0 : 0.0, lidar.point.x, lidar.point.y};
     }
     const double state[14] = {
         static_cast<double>(hull_->GetAngle()),
@@ -365,6 +406,11 @@ class BipedalWalker : public Env {
   std::array<b2RevoluteJoint*, 4> joints_{};
   double prev_shaping_ = 0.0;
   bool prev_shaping_valid_ = false;
+  // Drawn only (render()): the terrain's points, the clouds, the episode number.
+  std::array<double, walker::kTerrainLength> terrain_x_{}, terrain_y_{};
+  std::array<std::array<double, 10>, walker::kTerrainLength / 20> clouds_{};
+  int64_t episode_ = 0;
+  std::array<std::array<double, 3>, 10> lidar_hits_{};  // (hit?, x, y) of the last step's rays
 };
 
 struct BipedalWalkerNormal : BipedalWalker {

@@ -33,6 +33,16 @@ constexpr double kFrictionLimit = 1000000 * kSize * kSize;
 constexpr int kWheelR = 27;
 constexpr int kWheelW = 14;
 constexpr double kFps = 50.0;
+// car_dynamics.py's hull polygons, wheel positions and wheel box (units of
+// kSize); the renderer draws the same shapes.
+constexpr int kHull1[4][2] = {{-60, 130}, {60, 130}, {60, 110}, {-60, 110}};
+constexpr int kHull2[4][2] = {{-15, 120}, {15, 120}, {20, 20}, {-20, 20}};
+constexpr int kHull3[8][2] = {{25, 20},   {50, -10},  {50, -40},  {20, -90},
+                              {-20, -90}, {-50, -40}, {-50, -10}, {-25, 20}};
+constexpr int kHull4[4][2] = {{-50, -120}, {50, -120}, {50, -90}, {-50, -90}};
+constexpr int kWheelPos[4][2] = {{-55, 80}, {55, 80}, {-55, -82}, {55, -82}};
+constexpr int kWheelPoly[4][2] = {
+    {-kWheelW, kWheelR}, {kWheelW, kWheelR}, {kWheelW, -kWheelR}, {-kWheelW, -kWheelR}};
 }  // namespace car
 
 class CarRacingSim {
@@ -74,7 +84,8 @@ class CarRacingSim {
   struct StepOut {
     double reward = 0.0;
     bool terminated = false;
-    bool lap_finished = false;
+    bool lap_finished = false;  // Gymnasium 1.x's info["lap_finished"]
+    bool lap_complete = false;  // the lap test alone (Gymnasium 0.29's v2 truncated on it)
   };
 
   // One step with Gymnasium's continuous action (steer, gas, brake), in
@@ -93,6 +104,8 @@ class CarRacingSim {
   const b2Body* hull() const { return hull_; }
   const std::array<Wheel, 4>& wheels() const { return wheels_; }
   int tile_visited_count() const { return tile_visited_count_; }
+  // Whether tile i is drawn in the plain road colour (touched at least once).
+  bool tile_plain(int i) const { return plain_[static_cast<size_t>(i)]; }
   double total_reward() const { return reward_; }
 
  private:
@@ -116,7 +129,11 @@ class CarRacingSim {
       tile = u2;
       obj = u1;
     }
-    if (!tile || !obj || obj->kind != Tag::kWheel) return;
+    if (!tile) return;
+    // Gymnasium's `tile.color[:] = self.env.road_color`: a tile anything
+    // touched (the hull too) loses its shade in the picture.
+    plain_[static_cast<size_t>(tile->index)] = true;
+    if (!obj || obj->kind != Tag::kWheel) return;
     Wheel& w = wheels_[static_cast<size_t>(obj->index)];
     if (!begin) {
       --w.tiles;
@@ -147,6 +164,7 @@ class CarRacingSim {
     const size_t n = track_.points.size();
     tile_tags_.assign(n, Tag{Tag::kTile, 0});
     visited_.assign(n, false);
+    plain_.assign(n, false);
     for (const TrackPolygon& poly : track_.polygons) {
       if (poly.kind != TrackPolygon::kRoad) continue;
       b2Vec2 v[4];
@@ -170,11 +188,6 @@ class CarRacingSim {
 
   void build_car(double angle, double x, double y) {
     using namespace car;
-    static constexpr int kHull1[4][2] = {{-60, 130}, {60, 130}, {60, 110}, {-60, 110}};
-    static constexpr int kHull2[4][2] = {{-15, 120}, {15, 120}, {20, 20}, {-20, 20}};
-    static constexpr int kHull3[8][2] = {{25, 20},   {50, -10},  {50, -40},  {20, -90},
-                                         {-20, -90}, {-50, -40}, {-50, -10}, {-25, 20}};
-    static constexpr int kHull4[4][2] = {{-50, -120}, {50, -120}, {50, -90}, {-50, -90}};
     hull_ = dynamic_body(world_.get(), x, y, angle);
     auto add = [this](const int (*pts)[2], int count) {
       b2Vec2 v[8];
@@ -192,9 +205,6 @@ class CarRacingSim {
     add(kHull2, 4);
     add(kHull3, 8);
     add(kHull4, 4);
-    static constexpr int kWheelPos[4][2] = {{-55, 80}, {55, 80}, {-55, -82}, {55, -82}};
-    static constexpr int kWheelPoly[4][2] = {
-        {-kWheelW, kWheelR}, {kWheelW, kWheelR}, {kWheelW, -kWheelR}, {-kWheelW, -kWheelR}};
     for (int i = 0; i < 4; ++i) {
       const double front_k = 1.0;
       const int wx = kWheelPos[i][0], wy = kWheelPos[i][1];
@@ -297,6 +307,7 @@ class CarRacingSim {
     if (tile_visited_count_ == static_cast<int>(n) || new_lap_) {
       out.terminated = true;
       out.lap_finished = true;
+      out.lap_complete = true;
     }
     const b2Vec2 p = hull_->GetPosition();
     if (std::abs(static_cast<double>(p.x)) > car_racing::kPlayfield ||
@@ -317,6 +328,7 @@ class CarRacingSim {
   std::vector<b2Body*> road_;
   std::vector<Tag> tile_tags_;
   std::vector<bool> visited_;
+  std::vector<bool> plain_;
   std::array<Tag, 4> wheel_tags_{};
   b2Body* hull_ = nullptr;
   std::array<Wheel, 4> wheels_{};

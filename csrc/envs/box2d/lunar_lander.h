@@ -12,7 +12,9 @@
 // stream gives bit-identical episodes.
 //
 // Rendering (particles) is not simulated: Gymnasium creates particle bodies
-// only when a render mode is set, and they do not touch the lander.
+// only when a render mode is set, and they do not touch the lander.  render()
+// hands out the lander's and legs' transforms and the terrain's heights, which
+// torchfrag/envs/rendering.py puts into a Gymnasium LunarLander to draw.
 #pragma once
 
 #include <Box2D/Box2D.h>
@@ -107,7 +109,7 @@ class LunarLander : public Env {
     for (int i = 0; i < kChunks; ++i) chunk_x[i] = W / (kChunks - 1) * i;
     helipad_y_ = H / 4;
     for (int i = kChunks / 2 - 2; i <= kChunks / 2 + 2; ++i) height[i] = helipad_y_;
-    std::array<double, kChunks> smooth_y;
+    std::array<double, kChunks>& smooth_y = smooth_y_;
     for (int i = 0; i < kChunks; ++i) {
       // Python's height[i - 1] at i = 0 is the last element.
       const double prev = height[(i + kChunks) % (kChunks + 1)];
@@ -212,6 +214,7 @@ class LunarLander : public Env {
     out->state = {p.x, p.y, lander_->GetAngle(), legs_[0]->GetPosition().x,
                   legs_[0]->GetPosition().y, legs_[0]->GetAngle(), legs_[1]->GetPosition().x,
                   legs_[1]->GetPosition().y, legs_[1]->GetAngle()};
+    out->state.insert(out->state.end(), smooth_y_.begin(), smooth_y_.end());
     return true;
   }
 
@@ -324,6 +327,7 @@ class LunarLander : public Env {
   b2Body* lander_ = nullptr;
   std::array<b2Body*, 2> legs_{nullptr, nullptr};
   double helipad_y_ = 0.0;
+  std::array<double, lunar::kChunks> smooth_y_{};  // the terrain's heights (Gymnasium's smooth_y)
   double prev_shaping_ = 0.0;
   bool prev_shaping_valid_ = false;
   int64_t wind_idx_ = 0, torque_idx_ = 0;

@@ -180,6 +180,18 @@ def test_delayed_and_async_syncs_merge_exactly(policy) -> None:
     _run_checked(policy, 4, check).close()
 
 
+def test_multi_learner_merges_every_learners_state_each_iteration() -> None:
+    """Two learners, each with its own actor running the counter and the normaliser: after every
+    iteration the driver holds every frame of both learners' actors once, and its actor started
+    the iteration from that merged state (the other learner's frames included)."""
+    def check(loop: CountedLoop, i: int) -> None:
+        _check_counts(loop, i, per_iteration=2 * FRAMES)
+        assert loop.learn.seen[-1] == [i * 2 * FRAMES]
+
+    policy = {"name": "multi_learner", "learners": 2, "actors_per_learner": 1, "advantage": "actors"}
+    _run_checked(policy, 3, check).close()
+
+
 def test_negative_control_detects_stale_actor_state() -> None:
     """With sync_every=2 the actors keep their own state between syncs: the check that actors
     run with the driver's state must catch it."""

@@ -94,7 +94,7 @@ class Policy:
             :meth:`~torchfrag.fragments.Fragment.tags`: ``rollout``, ``env``, ``act``,
             ``learn``, ``per_env``, ``impure``, ``optimizer``).
         groups: The policy's worker groups as data: group name -> ``{size, device, executor,
-            driver}`` (:mod:`torchfrag.policies.groups`); rules put fragments on them. The
+            driver, options}`` (:mod:`torchfrag.policies.groups`); rules put fragments on them. The
             driver is the group ``learner``. The shipped policies' are read from their YAML.
         kind: The registered policy this one configures, when ``name`` is a new name (a
             user's YAML policy: ``name: my_actors``, ``kind: actors``); empty: ``name``.
@@ -763,6 +763,38 @@ class Placement:
         """The groups that hold a fragment or an env step (in the policy's group order)."""
         held = set(self.roles.values()) | set(self.env_split.values())
         return [g for g in self.policy.roles if g in held]
+
+    def option(self, key: str, default: Any = None) -> Any:
+        """A setting of this placement's executor: from the ``options`` of its groups.
+
+        The groups that hold fragments are asked first, then the driver's group; a policy class
+        whose groups declare no such option falls back to its field of that name (the groups of
+        every shipped policy declare theirs in its YAML).
+
+        Example:
+            >>> from torchfrag.graph import capture
+            >>> from torchfrag.policies import as_policy
+            >>> from torchfrag.policies.factory import PPOFactory
+            >>> loop = PPOFactory("CartPole-v1", {"num_envs": 2, "steps": 4, "minibatch_size": 8})()
+            >>> placement = as_policy({"name": "actors", "sync_every": 3}).place(capture(loop))
+            >>> placement.option("sync_every"), placement.option("not_declared", 7)
+            (3, 7)
+            >>> loop.close()
+        """
+        options = self.options()
+        return options[key] if key in options else getattr(self.policy, key, default)
+
+    def options(self) -> dict[str, Any]:
+        """Every option the groups of this placement declare (a holding group's over the driver's)."""
+        from torchfrag.policies.groups import DRIVER_GROUP, policy_groups
+
+        groups = policy_groups(self.policy)
+        out: dict[str, Any] = {}
+        for name in [DRIVER_GROUP, *reversed(self.groups_holding())]:
+            group = groups.get(name)
+            if group is not None:
+                out.update(group.options)
+        return out
 
     def declared_kind(self) -> str:
         """The executor kind the groups holding fragments declare (empty: none declares one).

@@ -189,9 +189,9 @@ def replica_outputs(graph: FragmentGraph, world: int) -> Crossing:
 
 def _actor_envs(placement: Placement, node: str) -> tuple[int, int]:
     """``(actors, envs over them)`` of the rollout ``node``: every learner has its own actors."""
-    policy, graph = placement.policy, placement.graph
+    graph = placement.graph
     n_act = placement.workers(placement.roles[node])
-    per_actor = getattr(policy, "envs_per_actor", None)
+    per_actor = placement.option("envs_per_actor")
     envs, _ = _frames(graph, node, None if per_actor is None else int(per_actor) * n_act)
     if per_actor is None:
         envs *= placement.workers("learner")
@@ -200,7 +200,7 @@ def _actor_envs(placement: Placement, node: str) -> tuple[int, int]:
 
 def replicated_rollout_crossings(placement: Placement) -> list[Crossing]:
     """The actors' batches in, their fragments' state out, the state they produced merged back."""
-    policy, graph = placement.policy, placement.graph
+    graph = placement.graph
     chain = [n for n, r in placement.roles.items() if r != "learner"]
     node, role = chain[0], placement.roles[chain[0]]
     n_act, envs = _actor_envs(placement, node)
@@ -244,7 +244,7 @@ def replay_crossings(placement: Placement) -> list[Crossing]:
     chain = placement.nodes_of("actor")  # the rollout, then the per-env fragments the actors run after it
     node = chain[0]
     n_act = placement.workers("actor")
-    per_actor = getattr(placement.policy, "envs_per_actor", None)
+    per_actor = placement.option("envs_per_actor")
     envs, steps = _frames(graph, node, None if per_actor is None else int(per_actor) * n_act)
     batch, _ = _fake_batch(graph, chain, steps)
     keys = list(graph.fragment(write).in_keys)
@@ -271,8 +271,8 @@ def _state_crossing(placement: Placement, chain: list[str], where: str, n_act: i
     """The state of the actors' fragments, packed and sent with the request every ``sync_every`` it."""
     from torchfrag.runtime.state_sync import pack_state
 
-    policy, graph = placement.policy, placement.graph
-    every = int(getattr(policy, "sync_every", 1))
+    graph = placement.graph
+    every = int(placement.option("sync_every", 1))
     groups = [graph.fragment(c).shared_state() for c in chain]
     packed = pack_state(groups) if any(groups) else {}
     state = _tensor_bytes(packed.values())
@@ -282,7 +282,7 @@ def _state_crossing(placement: Placement, chain: list[str], where: str, n_act: i
     src = f"{', '.join(owners)}@learner" if owners else "learner"
     once = 0
     if placement.kind == "async_replicated_rollout":  # the requests kept in flight from the start
-        once = state * n_act * int(getattr(policy, "prefetch", 1))
+        once = state * n_act * int(placement.option("prefetch", 1))
     return Crossing(src, f"{', '.join(chain)}@{where}", "state",
                     f"{n_tensors} tensors: parameters, buffers, produced state (every {every} it.)",
                     0, state * n_act // every, (state + _overhead((packed, 0))) * n_act // every, once)

@@ -6,6 +6,7 @@ A policy declares its groups as data, in the ``groups`` mapping of its YAML (or 
     groups:
       actor: {size: actors, executor: replicated_rollout}   # size: a policy field, read at use
       replay: {size: 1, device: cpu, executor: replay}
+      learner: {options: {sync_every: 2}}                    # what its executor reads
 
 Each group has
 
@@ -18,7 +19,13 @@ Each group has
   fragments (a kind of :func:`torchfrag.runtime.executor.executor_class`); groups that hold
   fragments must agree on it. Left out, the kind follows from the placement's shape;
 * ``driver`` (optional, ``false``): the group's first member is the driver process (a
-  replicated loop's ``replica`` group, the learners of ``multi_learner``).
+  replicated loop's ``replica`` group, the learners of ``multi_learner``);
+* ``options`` (optional): the settings its executor reads (``sync_every``, ``staleness``,
+  ``envs_per_actor``, ...), name -> value; a value that is a string naming one of the
+  policy's fields is that field's value, read at use (``sync_every: sync_every``, so
+  ``policy.sync_every=2`` on the command line reaches the executor). An executor reads them
+  with :meth:`~torchfrag.policies.Placement.option`, never from the policy's fields, so a
+  policy written only in YAML configures any executor.
 
 The driver is the group ``learner`` (size 1, ``driver: true``), present even when not
 declared. Rules (:mod:`torchfrag.policies.rules`) put fragments on groups by their ``role``
@@ -34,7 +41,7 @@ Example:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["DRIVER_GROUP", "GROUP_KEYS", "Group", "check_groups", "executor_kinds", "policy_groups"]
@@ -42,7 +49,7 @@ __all__ = ["DRIVER_GROUP", "GROUP_KEYS", "Group", "check_groups", "executor_kind
 #: The group of the driver process.
 DRIVER_GROUP = "learner"
 #: The keys a group's mapping may hold.
-GROUP_KEYS = ("size", "device", "executor", "driver")
+GROUP_KEYS = ("size", "device", "executor", "driver", "options")
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,7 @@ class Group:
         device: Device of its fragments.
         executor: The executor kind its placements need (empty: from the placement's shape).
         driver: Whether the driver process is the group's first member.
+        options: What its executor reads (policy field names resolved to their values).
     """
 
     name: str
@@ -62,6 +70,7 @@ class Group:
     device: str
     executor: str
     driver: bool
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 def executor_kinds() -> set[str]:
@@ -91,6 +100,19 @@ def _size(policy: Any, name: str, size: Any) -> int:
     return out
 
 
+def _options(policy: Any, name: str, options: Any) -> dict[str, Any]:
+    """A group's ``options`` resolved: a string naming a policy field is that field's value."""
+    from torchfrag.policies.base import PolicyError
+
+    if options is None:
+        return {}
+    if not hasattr(options, "items"):
+        raise PolicyError(f"policy {policy.name}: options of group {name!r} must be a mapping of "
+                          f"setting -> value, got {options!r}")
+    fields_ = {f for f in getattr(policy, "__dataclass_fields__", {})}
+    return {str(k): getattr(policy, v) if isinstance(v, str) and v in fields_ else v for k, v in options.items()}
+
+
 def policy_groups(policy: Any) -> dict[str, Group]:
     """The policy's groups, resolved (the driver group ``learner`` first, always present).
 
@@ -118,7 +140,8 @@ def policy_groups(policy: Any) -> dict[str, Group]:
         driver = bool(spec.get("driver", name == DRIVER_GROUP))
         dev = spec.get("device") or policy.devices.get(name, policy.devices.get("default", "cpu"))
         out[str(name)] = Group(str(name), _size(policy, name, spec.get("size", 1)), str(dev),
-                               str(spec.get("executor") or ""), driver)
+                               str(spec.get("executor") or ""), driver,
+                               _options(policy, name, spec.get("options")))
     return out
 
 

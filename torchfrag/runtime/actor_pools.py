@@ -73,6 +73,7 @@ class ActorPools(RpcExecutor):
         for _role, view in _pools(placement):
             size = view.workers("actor")
             pool = ReplicatedRollout(view.policy, self.graph, self.factory, self.cluster, self.calls, self.stats)
+            pool.options = {**self.options, **view.options()}
             pool.start_actors(view, workers[first:first + size], replace, seed_base=first, name_slices=True)
             self.pools.append(pool)
             first += size

@@ -132,6 +132,8 @@ class RpcExecutor(Executor):
         state_frags: The fragments whose state travels to the workers and whose produced
             state comes back.
         rollout_node: The rollout whose frames and episodes the driver accounts.
+        options: The settings this executor reads (:meth:`option`): its placement's group
+            options (:meth:`~torchfrag.policies.Placement.options`), set before :meth:`setup`.
     """
 
     #: The role whose device the driver's fragments use.
@@ -151,8 +153,13 @@ class RpcExecutor(Executor):
         self.rollout_node: str | None = None
         self.failed: list[str] = []
         self.frames_missing = 0
+        self.options: dict[str, Any] = {}
         self._synced_version = -1
         self._state_cached: dict[torch.dtype, torch.Tensor] | None = None
+
+    def option(self, key: str, default: Any = None) -> Any:
+        """A setting from the groups' ``options`` (a policy class without them: its field ``key``)."""
+        return self.options[key] if key in self.options else getattr(self.policy, key, default)
 
     # -- the driver half --------------------------------------------------------------------
     def setup(self, placement: Any, replace: dict[str, nn.Module]) -> Callable[..., Any]:
@@ -186,7 +193,7 @@ class RpcExecutor(Executor):
         run, packed into one CPU buffer per dtype (:func:`~torchfrag.runtime.state_sync.pack_state`);
         built once per version and sent to every worker.
         """
-        every = int(getattr(self.policy, "sync_every", 1))
+        every = int(self.option("sync_every", 1))
         if self._synced_version == self.version:
             return None if not force else self._state_cached
         if not force and self._synced_version >= 0 and self.iteration % every != 0:
@@ -243,6 +250,7 @@ class RpcExecutor(Executor):
         cluster = Cluster(policy.num_workers, timeout=policy.timeout, addr=policy.master_addr,
                           port=policy.master_port)
         ex = cls(policy, graph, factory, cluster)
+        ex.options = placement.options()
         replace: dict[str, nn.Module] = {}
         hooks = list(hooks or ())
         out: Any = None
@@ -284,8 +292,8 @@ class RpcExecutor(Executor):
 
 
 def continue_on_failure(ex: Any, workers: list[str], worker: str, err: WorkerError) -> bool:
-    """Whether the run goes on without ``worker`` (``policy.on_failure == "continue"``); drops it."""
-    if getattr(ex.policy, "on_failure", "raise") != "continue":
+    """Whether the run goes on without ``worker`` (option ``on_failure == "continue"``); drops it."""
+    if ex.option("on_failure", "raise") != "continue":
         return False
     logger.warning("actor %s failed (%s); continuing with %d actor(s)", worker,
                    str(err).splitlines()[0], len(workers) - 1)

@@ -143,7 +143,7 @@ class Replay(ReplicatedRollout):
         placement = replay_view(placement)
         chain = actor_chain(placement)
         actors = placement.workers("actor")
-        if getattr(placement.policy, "envs_per_actor", None) is None and envs_of(graph, factory, chain[0]) < actors:
+        if placement.option("envs_per_actor") is None and envs_of(graph, factory, chain[0]) < actors:
             raise PolicyError(f"policy {placement.policy.name}: {actors} actors but the loop has only "
                               f"{envs_of(graph, factory, chain[0])} envs")
 
@@ -152,7 +152,7 @@ class Replay(ReplicatedRollout):
         from torchfrag.policies.factory import EnvSlice
 
         placement = replay_view(placement)
-        per = getattr(placement.policy, "envs_per_actor", None)
+        per = placement.option("envs_per_actor")
         n = placement.workers("actor")
         if per is not None:
             return EnvSlice(0, int(per), int(per) * n, 0, 2)

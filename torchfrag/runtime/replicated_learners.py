@@ -30,7 +30,7 @@ from torchfrag.runtime.worker import WORKER, _remote_dp_iterate, _remote_dp_setu
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LearnerActors", "ReplicatedLearners", "learner_layout"]
+__all__ = ["LearnerActors", "ReplicatedLearners", "actor_group", "learner_layout"]
 
 
 def learner_layout(workers: list[str], learners: int, actors_per_learner: int
@@ -47,6 +47,11 @@ def learner_layout(workers: list[str], learners: int, actors_per_learner: int
     return workers[:first], groups
 
 
+def actor_group(placement: Any) -> str:
+    """The group the learners' actors form (the group of the nodes placed off the learners)."""
+    return next(r for r in placement.roles.values() if r != "learner")
+
+
 class LearnerActors(ReplicatedRollout):
     """A learner worker's own half: its actors called as under ``replicated_rollout``, the
     state they produce merged over the learners too.
@@ -61,12 +66,15 @@ class LearnerActors(ReplicatedRollout):
         allreduce_produced(frag, base)
 
 
-def _remote_learner_setup(policy: Any, chain: list[str], actors: list[str], envs: int) -> bool:
-    """On a learner worker: puts the stub calling its own ``actors`` in its loop's rollout."""
+def _remote_learner_setup(policy: Any, options: dict[str, Any], chain: list[str], actors: list[str],
+                          envs: int) -> bool:
+    """On a learner worker: puts the stub calling its own ``actors`` in its loop's rollout
+    (``options``: the driver's executor's, :attr:`~torchfrag.runtime.executor.RpcExecutor.options`)."""
     graph = WORKER["graph"]
     # A view of the RPC world with no processes of its own: waits are bounded by the timeout.
     cluster = Cluster(0, timeout=policy.timeout, addr=policy.master_addr)
     ex = LearnerActors(policy, graph, None, cluster)
+    ex.options = dict(options)
     replace: dict[str, nn.Module] = {}
     ex.install(chain, actors, envs, replace)
     WORKER["placed"] = graph_module_with(graph, replace)
@@ -108,12 +116,13 @@ class ReplicatedLearners(LearnerActors):
         """Learner 0's first actor's slice."""
         from torchfrag.policies.factory import EnvSlice
 
-        policy = placement.policy
-        per = getattr(policy, "envs_per_actor", None)
-        k, n_learners = int(policy.actors_per_learner), int(policy.learners)
+        per = placement.option("envs_per_actor")
+        n_learners = placement.workers("learner")
+        k = placement.workers(actor_group(placement)) // n_learners
         count = int(per) if per is not None else total // k + (1 if total % k else 0)
         envs = int(per) * k if per is not None else total
-        return EnvSlice(0, count, envs * (1 if policy.replicate_envs else n_learners), 0, n_learners)
+        return EnvSlice(0, count, envs * (1 if placement.option("replicate_envs", False) else n_learners), 0,
+                        n_learners)
 
     def setup(self, placement: Any, replace: dict[str, nn.Module]) -> Any:
         """Sets up the learner workers, every learner's actors and the learners' process group."""
@@ -122,14 +131,16 @@ class ReplicatedLearners(LearnerActors):
 
         policy, calls = self.policy, self.calls
         workers = self.cluster.workers
-        n_learners, per = int(policy.learners), int(policy.actors_per_learner)
+        n_learners = placement.workers("learner")
+        per = placement.workers(actor_group(placement)) // n_learners
         learners, groups = learner_layout(workers, n_learners, per)
         chain = actor_chain(placement)
         node = slice_node(self.graph, chain[0])  # learners' and actors' slices divide the actors' rollout
         sizes = actor_sizes(self, chain[0], per)
         envs = sum(sizes)  # one learner's envs
         offsets = [sum(sizes[:i]) for i in range(per)]
-        replicate = bool(policy.replicate_envs)
+        replicate = bool(self.option("replicate_envs", False))
+        backend = str(self.option("backend", "gloo"))
         loop_envs = total_envs(self, chain[0])
         all_envs = envs if replicate else envs * n_learners
         actor_extra = worker_extra(self, placement)
@@ -148,15 +159,16 @@ class ReplicatedLearners(LearnerActors):
                 futs.append(setup_actor(self, w, chain, sl, index + 1, actor_extra))
                 who.append(w)
         calls.wait(futs, who, count_bytes=False)
-        futs = [calls.call(w, _remote_learner_setup, policy, chain, groups[r], envs, timeout=policy.timeout)
+        futs = [calls.call(w, _remote_learner_setup, policy, self.options, chain, groups[r], envs,
+                           timeout=policy.timeout)
                 for r, w in enumerate(learners, start=1)]
         calls.wait(futs, learners, count_bytes=False)
         self.install(chain, groups[0], envs, replace)
         # The learners' own process group (the actors are not in it).
         pg_init = self.cluster.process_group_init("learners_group")
-        futs = [calls.call(w, _remote_dp_setup, r, n_learners, pg_init, policy.backend, policy.timeout)
+        futs = [calls.call(w, _remote_dp_setup, r, n_learners, pg_init, backend, policy.timeout)
                 for r, w in enumerate(learners, start=1)]
-        self.group.join(self.graph, policy.backend, pg_init, n_learners, policy.timeout)
+        self.group.join(self.graph, backend, pg_init, n_learners, policy.timeout)
         calls.wait(futs, learners, count_bytes=False)
         self.reset_counts()
         self.learners = learners

@@ -50,9 +50,9 @@ class ReplicatedLoop(RpcExecutor):
     def first_slice(cls, placement: Any, total: int) -> Any:
         from torchfrag.policies.factory import EnvSlice
 
-        if getattr(placement.policy, "replicate_envs", False):
+        if placement.option("replicate_envs", False):
             return None
-        return EnvSlice(total, total, total * int(getattr(placement.policy, "workers", 1)), 1, 1)
+        return EnvSlice(total, total, total * placement.workers(placement.groups_holding()[0]), 1, 1)
 
     def setup(self, placement: Any, replace: dict[str, nn.Module]) -> Any:
         """Starts the replicas and the process group; returns the per-iteration callable."""
@@ -63,7 +63,8 @@ class ReplicatedLoop(RpcExecutor):
         policy, graph, calls = self.policy, self.graph, self.calls
         workers = self.cluster.workers
         extra = worker_extra(self, placement)
-        world = policy.workers
+        world = placement.workers(placement.groups_holding()[0])  # the replicas' group, the driver in it
+        backend = str(self.option("backend", "gloo"))
         # The rollout the replicas' slices divide (named in the slice when the loop has several).
         found = rollout_nodes(graph)
         self.rollout_node = sliced_rollout(placement) or (found[0] if found else None)
@@ -73,16 +74,16 @@ class ReplicatedLoop(RpcExecutor):
         futs = []
         for i, w in enumerate(workers):
             rank = i + 1
-            if policy.replicate_envs or self.rollout_node is None:
+            if self.option("replicate_envs", False) or self.rollout_node is None:
                 sl, seed_off = None, None
             else:
                 sl, seed_off = EnvSlice(rank * total, total, total * world, rank, rank, node), rank
             futs.append(calls.call(w, _remote_setup, self.factory, sl, "replica", None, seed_off, extra,
                                    timeout=policy.timeout))
         calls.wait(futs, workers, count_bytes=False)
-        futs = [calls.call(w, _remote_dp_setup, i + 1, world, pg_init, policy.backend,
+        futs = [calls.call(w, _remote_dp_setup, i + 1, world, pg_init, backend,
                            policy.timeout) for i, w in enumerate(workers)]
-        self.group.join(graph, policy.backend, pg_init, world, policy.timeout)
+        self.group.join(graph, backend, pg_init, world, policy.timeout)
         calls.wait(futs, workers, count_bytes=False)
         self.reset_counts()
         return self._iterate

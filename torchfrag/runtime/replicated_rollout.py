@@ -130,7 +130,7 @@ class _AsyncActorsStub(nn.Module):
         fut.add_done_callback(done)
 
     def start(self) -> None:
-        for _ in range(int(self.ex.policy.prefetch)):
+        for _ in range(int(self.ex.option("prefetch", 1))):
             for w in self.ex.actors:
                 self._issue(w)
 
@@ -150,7 +150,7 @@ class _AsyncActorsStub(nn.Module):
         if not self.started:
             self.started = True
             self.start()
-        need = int(ex.policy.batches_per_learn or len(ex.actors))
+        need = int(ex.option("batches_per_learn") or len(ex.actors))
         batches, lags, raws, produced = [], [], [], []
         while len(batches) < need:
             fut, worker = self._next()
@@ -164,7 +164,7 @@ class _AsyncActorsStub(nn.Module):
             lag = ex.version - int(version)
             if worker in ex.actors:
                 self._issue(worker)
-            if lag > int(ex.policy.staleness):
+            if lag > int(ex.option("staleness", 0)):
                 ex.dropped += 1
                 continue
             batches.append(batch)
@@ -191,10 +191,11 @@ def actor_chain(placement: Any) -> list[str]:
 
 
 def actor_sizes(ex: Any, node: str, actors: int) -> list[int]:
-    """Envs of each of ``actors`` actors: ``policy.envs_per_actor`` each, or the loop's envs split."""
+    """Envs of each of ``actors`` actors: option ``envs_per_actor`` each, or the loop's envs split."""
     policy = ex.policy
-    if getattr(policy, "envs_per_actor", None) is not None:
-        return [int(policy.envs_per_actor)] * actors
+    per = ex.option("envs_per_actor")
+    if per is not None:
+        return [int(per)] * actors
     total = total_envs(ex, node)
     if total < actors:
         from torchfrag.policies.base import PolicyError
@@ -246,7 +247,7 @@ class ReplicatedRollout(RpcExecutor):
     def first_slice(cls, placement: Any, total: int) -> Any:
         from torchfrag.policies.factory import EnvSlice
 
-        per = getattr(placement.policy, "envs_per_actor", None)
+        per = placement.option("envs_per_actor")
         n = placement.policy.num_workers
         if per is not None:
             return EnvSlice(0, int(per), int(per) * n, 0, 1)
@@ -263,7 +264,7 @@ class ReplicatedRollout(RpcExecutor):
         if not nodes or nodes[0] not in rollout_nodes(graph):
             raise PolicyError(f"policy {policy.name} places {nodes} on the actors; a rollout fragment "
                               "(and the chain after it) is needed")
-        if getattr(policy, "envs_per_actor", None) is None:
+        if placement.option("envs_per_actor") is None:
             total = envs_of(graph, factory, nodes[0])
             # every learner splits the loop's envs over its own actors
             actors = placement.workers(placement.roles[nodes[0]]) // max(1, placement.workers("learner"))
@@ -319,7 +320,7 @@ class ReplicatedRollout(RpcExecutor):
         """
         from torchfrag.policies.base import rollout_nodes
 
-        policy, graph = self.policy, self.graph
+        graph = self.graph
         node = chain[0]
         self.rollout_node = node if node in rollout_nodes(graph) else None
         self.actors = list(actors)
@@ -329,7 +330,7 @@ class ReplicatedRollout(RpcExecutor):
         replace[graph.node(node).target] = self.stub(self, node)
         for other in chain[1:]:  # ran on the actors: the stub's batch already went through them
             replace[graph.node(other).target] = Passthrough()
-        if self.stub is _ActorsStub and getattr(policy, "advantage", "learner") == "on_arrival":
+        if self.stub is _ActorsStub and self.option("advantage", "learner") == "on_arrival":
             # The per-env fragments left on the learner right after the actors' chain run on
             # each actor's batch as it arrives (in the stub), not on the gathered batch.
             from torchfrag.policies.base import per_env_chain
@@ -349,7 +350,7 @@ class AsyncReplicatedRollout(ReplicatedRollout):
     Attributes:
         lags: Policy lag of every batch consumed.
         last_lag: The lags of the last iteration's batches.
-        dropped: Batches dropped as staler than ``policy.staleness``.
+        dropped: Batches dropped as staler than option ``staleness``.
     """
 
     kind: ClassVar[str] = "async_replicated_rollout"

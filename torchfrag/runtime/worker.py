@@ -36,7 +36,7 @@ def worker_extra(ex: Any, placement: Any) -> dict[str, Any]:
     policy = ex.policy
     placed = [r for r in placement.roles.values() if r != "learner"] + list(placement.env_split.values())
     role = placed[0] if placed else "learner"
-    return {"env_threads": getattr(policy, "env_threads", None), "seed": getattr(ex.factory, "seed", 0),
+    return {"env_threads": ex.option("env_threads"), "seed": getattr(ex.factory, "seed", 0),
             "device": policy.device(role)}
 
 

@@ -142,6 +142,8 @@ REFUSED = [
     ("env=Acrobot-v1 +env.options.link_length_1=-1",
      ["env.options of Acrobot-v1: option 'link_length_1' must be in (0, inf), got -1"]),
     ("env=Debug-v0 +env.options.step_sleep_us=1e300", ["option 'step_sleep_us' must be in [0, 3600000000]"]),
+    ("env=Debug-v0 +env.options.episode_length=-5",
+     ["env.options of Debug-v0: option 'episode_length' must be in [0, 2147483647], got -5"]),
     ("+env.options.gravity=abc", ["option 'gravity' expects a number, got the string 'abc'"]),
 ]
 

@@ -305,8 +305,9 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def write_json(name: str, payload: dict[str, Any], folder: str = RESULTS_DIR) -> str:
-    """Writes ``<folder>/<name>.json`` (default ``benchmarks/results``) and returns its path."""
+def write_json(name: str, payload: dict[str, Any], folder: str | None = None) -> str:
+    """Writes ``<folder>/<name>.json`` (default: ``RESULTS_DIR``, read when called) and returns its path."""
+    folder = folder or RESULTS_DIR  # at call time: tests point RESULTS_DIR at a temporary folder
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{name}.json")
     payload = {"machine": machine_info(), **payload}

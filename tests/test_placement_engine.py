@@ -747,7 +747,8 @@ def test_devices_per_role_reach_the_workers():
     g = capture(loop)
     policy = as_policy({"name": "actors", "devices": {"learner": "cpu", "actor": "cpu"}})
     placement = policy.place(g)
-    ex = type("Ex", (), {"policy": policy, "factory": ReinforceFactory()})()
+    ex = type("Ex", (), {"policy": policy, "factory": ReinforceFactory(),
+                         "option": lambda self, key, default=None: placement.option(key, default)})()
     assert worker_extra(ex, placement)["device"] == "cpu"
     assert "actor" in explain(g, policy, show=False)
     with pytest.raises(PolicyError, match="devices names role 'env'"):

@@ -164,7 +164,7 @@ class FastSACLoss(SACLoss):
         self._actor_plan = _plan(body.module, self.actor_network_params, "the actor")
         self._q_plan = _plan(qvalue_network.module, self.qvalue_network_params, "the critic")
 
-    def _sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _reparam_action(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised ``TanhNormal`` action and its log-probability (TanhNormal's formulas)."""
         loc, scale = _run(self._actor_plan, self.actor_network_params, obs)[:2]
         eps = torch.randn_like(loc)
@@ -193,7 +193,7 @@ class FastSACLoss(SACLoss):
         nxt = tensordict.get("next")
         alpha = self._alpha
         with torch.no_grad():
-            next_action, next_log_prob = self._sample(nxt.get("observation"))
+            next_action, next_log_prob = self._reparam_action(nxt.get("observation"))
             next_q = self._q(self.target_qvalue_network_params, nxt.get("observation"), next_action)
             next_value = (next_q - alpha * next_log_prob).min(0)[0]
             reward = nxt.get("reward").squeeze(-1)
@@ -201,7 +201,7 @@ class FastSACLoss(SACLoss):
             target = reward + estimator.gamma * live * next_value
         q = self._q(self.qvalue_network_params, obs, tensordict.get("action"))
         loss_qvalue = distance_loss(q, target.expand_as(q), loss_function=self.loss_function).sum(0).mean()
-        action, log_prob = self._sample(obs)
+        action, log_prob = self._reparam_action(obs)
         q_pi = self._q(self.qvalue_network_params, obs, action, detach=True).min(0)[0]
         loss_actor = (alpha * log_prob - q_pi).mean()
         log_prob = log_prob.detach()

@@ -108,6 +108,10 @@ def test_harness_builds_isolated_hosts_and_removes_them(tmp_path):
         outside = c.run(1, ["ip", "route", "get", "10.0.0.1"], name="route")
         assert outside.wait(15) != 0  # no route anywhere but 198.18.0.0/24
         sleeper = c.run(2, [sys.executable, "-c", "import time; time.sleep(600)"])
+        # `ip netns exec` enters the namespace after the process starts: wait for it there.
+        deadline = time.monotonic() + 15
+        while c.pids(2) != [sleeper.pid] and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert c.pids(2) == [sleeper.pid]
         assert c.kill(2) == [sleeper.pid] and sleeper.wait(10) < 0
         c.run(1, [sys.executable, "-c", _SERVE.format(addr=c.address(1))], name="server2")

@@ -8,7 +8,9 @@ pool around them (``benchmarks/native/<family>_limit.cpp``; DMC: ``mj_step``
 from the same number of threads, see :func:`dmc_limit_runner`), so ``of limit``
 says how much of the engine's speed the pool keeps. DMC also records CPU time
 per env step of ``mj_step`` alone and of the pool (:func:`dmc_cpu_breakdown`),
-which a loaded host distorts far less than wall-clock rates.  Results go to
+which a loaded host distorts far less than wall-clock rates; Box2D records the CPU
+time per env step of both pools with one worker thread at the smallest size
+(:func:`cpu_per_step`), for the same reason.  Results go to
 ``benchmarks/results/catalog_<family>.json`` and ``.png``.
 
 Usage:
@@ -28,15 +30,18 @@ import time
 from collections.abc import Callable
 
 from benchmarks._common import (
+    Runner,
     alternate,
     bar_plot,
     fmt_rate,
     fmt_ratio,
+    isolated_config,
     median,
+    pool_stepper,
     print_table,
     write_json,
 )
-from benchmarks.envs import pool_runners
+from benchmarks.envs import _actions, pool_runners
 
 log = logging.getLogger("benchmarks.catalog")
 
@@ -77,7 +82,7 @@ def _build_box2d_limit(workdir: str) -> str:
         raise SystemExit("build the extension first (setup.py build_ext --inplace): the Box2D "
                          "objects under build/ are what the limit loop links")
     exe = os.path.join(workdir, "box2d_limit")
-    cmd = [os.environ.get("CXX", "g++"), "-std=c++17", "-O3", "-pthread",
+    cmd = [os.environ.get("CXX", "g++"), "-std=c++17", "-O3", "-DNDEBUG", "-pthread",
            "-I" + os.path.join(ROOT, "csrc"), "-I" + sources[-1],
            os.path.join(ROOT, "benchmarks", "native", "box2d_limit.cpp"), *objects, "-o", exe]
     subprocess.run(cmd, check=True)
@@ -211,6 +216,38 @@ def dmc_cpu_breakdown(env_id: str, n: int, steps: int = 2000) -> dict[str, float
     return {"mj_step": physics(False), "dm_control_sequence": physics(True), "pool": pool_us}
 
 
+def cpu_per_step(env_id: str, n: int, rounds: int, seconds: float) -> dict[str, float]:
+    """CPU microseconds per env step of torchfrag's pool and envpool's, one worker thread each.
+
+    Process CPU time (worker, Python caller, batching) over env steps, each pool
+    built, measured and closed alone, alternating (``isolated_config``): on a
+    host shared with other jobs this is the cost of a step, which wall-clock
+    rates mix with how the scheduler treats each pool's waiting threads.
+
+    Example:
+        >>> cpu_per_step("LunarLander-v3", 16, 1, 0.2)  # doctest: +SKIP
+        {'torchfrag': 10.4, 'envpool': 13.9}
+    """
+    import envpool
+    import numpy as np
+
+    from torchfrag.envs import make
+
+    acts = _actions(env_id, n, np.random.default_rng(0))
+
+    def ours() -> Runner:
+        pool = make(env_id, num_envs=n, num_threads=1, seed=0)
+        return Runner(pool_stepper(pool, acts, "sync"), pool.close)
+
+    def theirs() -> Runner:
+        env = envpool.make(env_id, env_type="gymnasium", num_envs=n, batch_size=n,
+                           num_threads=1, seed=0)
+        return Runner(pool_stepper(env, acts, "sync"), env.close)
+
+    row = isolated_config({"torchfrag": ours, "envpool": theirs}, rounds, seconds)
+    return row["median_cpu_us_per_step"]
+
+
 def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_time: float,
         threads: int) -> dict:
     records = []
@@ -235,6 +272,8 @@ def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_tim
                           "loadavg": {"before": load_before, "after": list(os.getloadavg())}}
                 if family == "dmc":
                     record["cpu_us_per_step"] = dmc_cpu_breakdown(env_id, n)
+                elif family == "box2d" and n == sizes[0]:
+                    record["cpu_us_per_step_1_thread"] = cpu_per_step(env_id, n, repeats, min_time)
                 records.append(record)
     return {"records": records}
 
@@ -266,6 +305,17 @@ def report(result: dict, family: str) -> None:
     if cpu_rows:
         print_table(["env", "envs", "mj_step", "dm_control seq", "pool (1 thread)", "of limit"],
                     cpu_rows, title=f"{family}: CPU microseconds per env step")
+    pool_cpu_rows = []
+    for r in result["records"]:
+        cpu = r.get("cpu_us_per_step_1_thread")
+        if cpu:
+            r["cpu_ratio_vs_envpool"] = cpu["envpool"] / cpu["torchfrag"]
+            pool_cpu_rows.append([r["env_id"], r["num_envs"], f"{cpu['envpool']:.1f}",
+                                  f"{cpu['torchfrag']:.1f}", fmt_ratio(r["cpu_ratio_vs_envpool"])])
+    if pool_cpu_rows:
+        print_table(["env", "envs", "envpool", "torchfrag", "vs envpool"], pool_cpu_rows,
+                    title=f"{family}: CPU microseconds per env step, one worker thread "
+                          "(medians; ratio = envpool's / ours)")
     name = f"catalog_{family}"
     groups = [f"{r['env_id'].removeprefix('MiniGrid-').rsplit('-', 1)[0]} n={r['num_envs']}"
               for r in result["records"]]

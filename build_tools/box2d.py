@@ -14,7 +14,10 @@ the engines agree.  This module:
 3. rewrites ``b2Assert``: pybox2d's version sets a Python error, which a worker
    thread without the GIL must not do; ours throws a C++ exception that the
    pool turns into a Python one on the caller's thread,
-4. returns the sources, compiled into the extension with its flags (plain
+4. applies the speed patches of ``build_tools/_box2d_patches.py`` (same float
+   operations, so the same bits: no clock reads for the unread step profile, a
+   branch-free revolute-joint limit),
+5. returns the sources, compiled into the extension with its flags (plain
    ``float``, no ``-ffast-math`` and no FMA contraction, as the wheel's build).
 
 ``TORCHFRAG_BOX2D_SDIST=/path/to/Box2D-<version>.tar.gz`` uses a local copy of
@@ -28,7 +31,7 @@ import re
 import shutil
 import tarfile
 
-from build_tools import _sdist
+from build_tools import _box2d_patches, _sdist
 
 BOX2D_SDIST_VERSION = "2.3.2"
 # SHA-256 of Box2D-2.3.2.tar.gz as served by the registry.
@@ -36,7 +39,7 @@ BOX2D_SDIST_SHA256 = "d1557dffdf9c1d6c796ec5df53e3d93227bb026c14b8411d22c295edaa
 
 _ENGINE_DIRS = ("Box2D/Common/", "Box2D/Collision/", "Box2D/Dynamics/")
 # Bump when the extraction changes, so old caches are rebuilt.
-_LAYOUT = "2"
+_LAYOUT = "3"
 _ASSERT_BLOCK = re.compile(r"#define USE_EXCEPTIONS\n.*?#endif\n", re.S)
 _OUR_ASSERT = (
     "// torchfrag: Box2D runs on worker threads without the GIL, so a failed\n"
@@ -53,6 +56,7 @@ def _extract_engine(sdist: str, root: str) -> None:
     tmp = root + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
+    patched = set()
     with tarfile.open(sdist, "r:gz") as tar:
         for member in tar.getmembers():
             rel = member.name[len(prefix):]
@@ -66,12 +70,17 @@ def _extract_engine(sdist: str, root: str) -> None:
                 text, count = _ASSERT_BLOCK.subn(_OUR_ASSERT, text)
                 if count != 1:
                     raise SystemExit(f"{sdist}: b2Settings.h has no USE_EXCEPTIONS block")
+            text = _box2d_patches.apply(rel, text)
+            patched.add(rel)
             dest = os.path.join(tmp, rel)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             with open(dest, "w", encoding="latin-1") as out:
                 out.write(text)
     if not os.path.isfile(os.path.join(tmp, "Box2D", "Common", "b2Settings.h")):
         raise SystemExit(f"{sdist} has no Box2D/Common/b2Settings.h")
+    missing = {p.path for p in _box2d_patches.PATCHES} - patched
+    if missing:
+        raise SystemExit(f"{sdist} lacks {sorted(missing)}, which the speed patches change")
     shutil.rmtree(root, ignore_errors=True)
     os.replace(tmp, root)
 
@@ -81,14 +90,19 @@ def source_root(build_temp: str) -> str:
     cache = os.path.join(build_temp, "box2d")
     root = os.path.join(cache, f"src-{BOX2D_SDIST_VERSION}")
     stamp = os.path.join(root, ".complete")
-    fresh = os.path.isfile(stamp) and open(stamp).read().split()[-1:] == [_LAYOUT]
+    # The stamp names the layout and the patches' digest: editing a patch re-extracts.
+    layout = f"{_LAYOUT}-{_box2d_patches.digest()}"
+    fresh = False
+    if os.path.isfile(stamp):
+        with open(stamp) as f:
+            fresh = f.read().split()[-1:] == [layout]
     if not fresh:
         sdist = _sdist.fetch(f"box2d=={BOX2D_SDIST_VERSION}", f"Box2D-{BOX2D_SDIST_VERSION}.tar.gz",
                              BOX2D_SDIST_SHA256, cache, "TORCHFRAG_BOX2D_SDIST",
                              "the Box2D engine sources")
         _extract_engine(sdist, root)
         with open(stamp, "w") as f:
-            f.write(f"{BOX2D_SDIST_SHA256} layout {_LAYOUT}\n")
+            f.write(f"{BOX2D_SDIST_SHA256} layout {layout}\n")
     return root
 
 

@@ -423,11 +423,14 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
     for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
   }
   if (caller_helps) run_chunks(*job, true);
+  // The first interrupt check comes kPollMs after the spin began, not after
+  // it ended, so a spin window never adds to the Ctrl-C latency.
+  auto next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);
   spin_sync_->spin([&] { return job->claims.all_done(); });
   {
     std::unique_lock<std::mutex> lock(job->mu);
-    while (!job->cv.wait_for(lock, std::chrono::milliseconds(kPollMs),
-                             [&] { return job->finished; })) {
+    while (!job->cv.wait_until(lock, next_poll, [&] { return job->finished; })) {
+      next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);
       lock.unlock();
       if (interrupted()) {
         // Workers are still stepping envs of this job: the pool cannot be
@@ -507,18 +510,21 @@ std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
   std::vector<std::pair<int64_t, std::string>> errors;
   {
     auto ready = [&] { return ring_->ready(batch) || closed_.load(); };
-    spin_recv_->spin(ready);
     // Beyond this a timeout means "no limit" (and a deadline would overflow the clock).
     constexpr double kForeverS = 1.0e8;
     const bool forever = timeout_s < 0 || !(timeout_s < kForeverS);
+    // Both counted from before the spin: spinning is part of the wait.
     const auto deadline =
         forever ? Clock::time_point::max()
                 : Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(timeout_s));
+    auto next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);  // as in run_sync
+    spin_recv_->spin(ready);
     std::unique_lock<std::mutex> lock(ready_mu_);
     for (;;) {
-      const auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(kPollMs));
+      const auto slice = std::min(deadline, next_poll);
       if (ready_cv_.wait_until(lock, slice, ready)) break;
+      next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);
       if (!forever && Clock::now() >= deadline) {
         throw TimeoutError("recv() timed out after " + format_number(timeout_s) +
                            " s waiting for " + std::to_string(bs) + " results");

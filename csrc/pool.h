@@ -143,8 +143,9 @@ struct ActionBatch {
 // the envs; the waiting calls then raise ClosedError.
 //
 // Every blocking wait (a sync step waiting for workers, recv) wakes every
-// kPollMs to run the interrupt check, so Python's signal handlers run while
-// the GIL is released. An interrupted recv() leaves the pool as it was; an
+// kPollMs, counted from the start of the wait (the spin before the sleep
+// included, see core/spin_wait.h), to run the interrupt check, so Python's
+// signal handlers run while the GIL is released. An interrupted recv() leaves the pool as it was; an
 // interrupted sync call closes the pool (envs may still be stepping on
 // workers), and later calls say so.
 class Pool {

@@ -301,10 +301,9 @@ TEST(spin_sees_a_flag_set_by_another_thread_within_its_window) {
       flag.store(true);
     });
     bool r = false;
-    const double us = spin_us_taken(w, [&] { return flag.load(); }, &r);
+    spin_us_taken(w, [&] { return flag.load(); }, &r);
     setter.join();
-    CHECK(us >= 400.0);  // it did wait for the flag
-    seen = r;
+    seen = r;  // true only once the setter stored the flag
   }
   CHECK(seen);
 }

@@ -353,7 +353,8 @@ def _trajectory(env_id: str, num_threads: int, seed: int, batch_size: int | None
         return np.stack([np.stack(x[:61]) for x in per_env], axis=1)
 
 
-@pytest.mark.parametrize("env_id", ["MiniGrid-FourRooms-v0", "MiniGrid-Dynamic-Obstacles-8x8-v0"])
+@pytest.mark.parametrize("env_id", ["MiniGrid-FourRooms-v0", "MiniGrid-Dynamic-Obstacles-8x8-v0",
+                                    "MiniGrid-ObstructedMaze-Full-v1"])
 def test_same_seed_same_trajectories_whatever_threads_and_async_order(env_id: str) -> None:
     a = _trajectory(env_id, 1, 21)
     np.testing.assert_array_equal(a, _trajectory(env_id, 3, 21))
@@ -393,21 +394,24 @@ def test_missions_refuse_other_ids() -> None:
         missions("CartPole-v1")
 
 
-def test_every_face_builds_a_minigrid_env() -> None:
+@pytest.mark.parametrize("env_id", ["MiniGrid-DoorKey-5x5-v0", "MiniGrid-ObstructedMaze-1Dlhb-v0"])
+def test_every_face_builds_a_minigrid_env(env_id: str) -> None:
     from torchrl.envs.utils import check_env_specs
 
     from torchfrag.envs import PoolEnv
+    from torchfrag.train import compose_config
 
-    vec = gymnasium.make_vec("torchfrag/MiniGrid-DoorKey-5x5-v0", num_envs=3)
+    vec = gymnasium.make_vec(f"torchfrag/{env_id}", num_envs=3)
     obs, info = vec.reset(seed=0)
     assert obs.shape == (3, 7, 7, 3) and obs.dtype == np.uint8
     assert info["direction"].shape == (3,)
     vec.close()
-    env = PoolEnv("MiniGrid-DoorKey-5x5-v0", num_envs=2, seed=1)
+    env = PoolEnv(env_id, num_envs=2, seed=1)
     check_env_specs(env, seed=0)
     td = env.rollout(5)
     assert td["observation"].shape[-3:] == (7, 7, 3)
     env.close()
+    assert compose_config([f"env={env_id}"]).env.id == env_id  # the CLI's env=...
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ compare image, direction, mission, reward, termination and truncation.
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import gymnasium
 import minigrid

@@ -9,6 +9,11 @@ with the driver's parameters and buffers of the iteration's start, and the drive
 sum of their increments. The normaliser's statistics must also equal those recomputed from
 every observation the actors saw (on the replay worker under ``apex``, in the learner's
 batches under ``actor_pools``). Negative controls: actors left stale (``sync_every=2``) fail.
+
+Mixed executors: a YAML policy whose two groups name different executors (the training
+rollout on a synchronous pool, the probe on an asynchronous one) runs under ``actor_pools``;
+checked against ``local`` (the same parameters after three iterations), with the synchronous
+pool's state checked every iteration and ``explain``'s bytes equal to those sent.
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ from torchfrag.policies import as_policy
 from torchfrag.policies.factory import EnvSlice
 
 from _policy_helpers import wait_no_children
-from test_placement_engine import PolicyGradient, ReinforceLoop, ReturnToGo, _env
+from test_placement_engine import PolicyGradient, ReinforceLoop, ReturnToGo, _env, _explained_bytes, _measured_bytes
 from test_placement_produced_state import ActorsAgree, FrameCounter, RunningNorm, _check_counts, _run_checked
 
 ENVS, STEPS = 4, 16
@@ -129,13 +134,13 @@ def test_apex_negative_control_detects_stale_actors() -> None:
 class CountedPools(nn.Module):
     """``collect`` (counted, normalised) feeds the learner; ``probe`` (counted) runs the same actor."""
 
-    def __init__(self, train_env, probe_env) -> None:
+    def __init__(self, train_env, probe_env, exploration: str = "random") -> None:
         super().__init__()
         self.train_env, self.probe_env = train_env, probe_env
         self.actor = ReinforceLoop(train_env, STEPS, "random").actor
-        self.probe = Rollout(self.actor, probe_env, steps=STEPS // 2)
+        self.probe = Rollout(self.actor, probe_env, steps=STEPS // 2, exploration=exploration)
         self.probe_counter = FrameCounter()
-        self.collect = Rollout(self.actor, train_env, steps=STEPS)
+        self.collect = Rollout(self.actor, train_env, steps=STEPS, exploration=exploration)
         self.counter = FrameCounter()
         self.norm = RunningNorm()
         self.returns = ReturnToGo()
@@ -169,15 +174,24 @@ class ObservedLearn(PolicyGradient):
 @dataclass
 class CountedPoolsFactory:
     seed: int = 0
+    exploration: str = "random"
 
     def __call__(self, env_slice: EnvSlice | None = None) -> nn.Module:
         torch.manual_seed(self.seed)
         node = env_slice.node if env_slice is not None else None
         train = _env(ENVS, self.seed, env_slice if node == "collect" else None)
         probe = _env(2, self.seed + 1, env_slice if node == "probe" else None)
-        return CountedPools(train, probe)
+        return CountedPools(train, probe, self.exploration)
 
 
+#: Each pool's rollout and the counters chained after it (the policies below name the two pools).
+RULES = """rules:
+  - {node: collect, role: trainers}
+  - {node: counter, role: trainers}
+  - {node: norm, role: trainers}
+  - {node: probe, role: probers}
+  - {node: probe_counter, role: probers}
+"""
 YAML = """
 defaults:
   - actor_pools_schema
@@ -185,13 +199,7 @@ name: counted_pools
 kind: actor_pools
 pools: {trainers: 2, probers: 1}
 sync_every: 1
-rules:
-  - {node: collect, role: trainers}
-  - {node: counter, role: trainers}
-  - {node: norm, role: trainers}
-  - {node: probe, role: probers}
-  - {node: probe_counter, role: probers}
-"""
+""" + RULES
 TRAIN = ["collect", "counter", "norm"]
 PROBE = ["probe", "probe_counter"]
 
@@ -225,3 +233,68 @@ def test_actor_pools_negative_control_detects_stale_actors(tmp_path) -> None:
     with pytest.raises(AssertionError, match="iteration 1: worker1 ran collect.* stale"):
         _pools_run(tmp_path, 2, sync_every=2)
     assert wait_no_children() == []
+
+
+# ------------------------------------------------------------------------------------------
+# mixed executors: the training rollout on a synchronous pool, the probe on an asynchronous one
+MIXED = """
+name: sync_train_async_probe
+groups:
+  trainers: {size: 2, executor: replicated_rollout}
+  probers: {size: 1, executor: async_replicated_rollout, options: {staleness: 3}}
+""" + RULES
+
+
+def _prober_params() -> torch.Tensor:
+    """On the asynchronous prober: its actor's parameters, between two of its rollouts."""
+    from torchfrag.runtime.worker import WORKER
+
+    with WORKER["lock"]:
+        return torch.cat([p.detach().reshape(-1) for p in WORKER["loop"].probe.parameters()])
+
+
+def _params(loop: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in loop.actor.parameters()])
+
+
+def test_sync_and_async_pools_mixed_equal_local(tmp_path) -> None:
+    """Groups naming two executors, from YAML only: the learner's rollout on a synchronous pool
+    (its state checked after every iteration, its learning equal to ``local``'s), the probe on an
+    asynchronous pool acting with some version the learner had (never a newer one), its frames
+    and counter merged exactly."""
+    from torch.distributed import rpc
+
+    from torchfrag.policies import load_policy_file
+    from torchfrag.runtime import run
+
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED)
+    policy = load_policy_file(str(path))
+    f = CountedPoolsFactory(exploration="mode")
+    local = f()
+    run(capture(local), "local", iterations=3)
+
+    agree = ActorsAgree(f, {"worker1": TRAIN, "worker2": TRAIN})
+    fresh = f()
+    versions = [_params(fresh)]  # the state every actor starts from
+    fresh.close()
+
+    def check(loop: CountedPools, i: int) -> None:
+        _check_counts(loop, i)
+        agree(loop, i)
+        assert int(loop.probe_counter.frames) == loop.probe.frames == (i + 1) * 2 * (STEPS // 2)
+        theirs = rpc.rpc_sync("worker3", _prober_params)
+        assert any(torch.equal(theirs, v) for v in versions), f"iteration {i}: the prober acts with no version"
+        versions.append(_params(loop))
+
+    loop = f()
+    graph = capture(loop)
+    assert policy.place(graph).kind == "actor_pools"  # from the groups' two executors
+    res = run(graph, policy, iterations=3, factory=f, hooks=[lambda i, _o, _g: check(loop, i)])
+    assert wait_no_children() == []
+    assert res.extra["executor"] == "actor_pools"
+    assert res.extra["policy_lag"]["batches"] == 3  # the probe pool ran asynchronously
+    assert _measured_bytes(res) == _explained_bytes(graph, policy, 3)  # explain: what both pools sent
+    torch.testing.assert_close(_params(loop), _params(local), rtol=1e-5, atol=1e-6)
+    assert not torch.equal(versions[0], versions[-1])  # it learned
+    loop.close(), local.close()

@@ -298,3 +298,25 @@ def test_sync_and_async_pools_mixed_equal_local(tmp_path) -> None:
     torch.testing.assert_close(_params(loop), _params(local), rtol=1e-5, atol=1e-6)
     assert not torch.equal(versions[0], versions[-1])  # it learned
     loop.close(), local.close()
+
+
+@pytest.mark.parametrize("probers, kind", [("replicated_rollout", "actor_pools"),
+                                           ("async_replicated_rollout", "actor_pools"),
+                                           ("env_calls", None)])
+def test_which_executors_compose(tmp_path, probers, kind) -> None:
+    """Two rollout groups are two pools even when they name the same executor; a pool beside
+    an env-call group is refused in one line naming both."""
+    from torchfrag.policies import PolicyError, load_policy_file
+
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED.replace("executor: async_replicated_rollout", f"executor: {probers}"))
+    policy, loop = load_policy_file(str(path)), CountedPoolsFactory()()
+    graph = capture(loop)
+    loop.close()
+    if kind is not None:
+        assert policy.place(graph).kind == kind
+        return
+    with pytest.raises(PolicyError, match="group 'probers' \\(executor env_calls\\) and group 'trainers' "
+                                          "\\(executor replicated_rollout\\) cannot run in one placement") as err:
+        policy.place(graph)  # before any process starts
+    assert "\n" not in str(err.value)

@@ -806,12 +806,13 @@ class Placement:
         Raises:
             PolicyError: Two of those groups declare executors that do not compose.
         """
-        from torchfrag.policies.actor_pools import composed_kind
+        from torchfrag.policies.actor_pools import POOL_MEMBERS, composed_kind
         from torchfrag.policies.groups import policy_groups
 
         groups = policy_groups(self.policy)
         kinds = {g: groups[g].executor for g in self.groups_holding() if groups[g].executor}
-        if len(set(kinds.values())) > 1:
+        # two rollout groups are two pools even when they name the same executor
+        if len(set(kinds.values())) > 1 or (len(kinds) > 1 and set(kinds.values()) <= set(POOL_MEMBERS)):
             return composed_kind(self.policy, kinds)
         return next(iter(kinds.values()), "")
 

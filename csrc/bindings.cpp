@@ -287,8 +287,11 @@ auto without_gil(F&& f) -> decltype(f()) {
 class PyPool {
  public:
   PyPool(const std::string& env_id, int64_t num_envs, int64_t batch_size, int64_t num_threads,
-         const std::vector<uint64_t>& seeds, const std::string& autoreset, const py::dict& options) {
+         const std::vector<uint64_t>& seeds, const std::string& autoreset, const py::dict& options,
+         const std::string& wait_policy, double spin_us) {
     PoolConfig c;
+    c.wait_policy = parse_wait_policy(wait_policy);
+    c.spin_us = spin_us;
     c.env_id = env_id;
     c.num_envs = num_envs;
     c.batch_size = batch_size;
@@ -488,9 +491,10 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<PyPool>(m, "Pool")
       .def(py::init<const std::string&, int64_t, int64_t, int64_t, const std::vector<uint64_t>&,
-                    const std::string&, const py::dict&>(),
+                    const std::string&, const py::dict&, const std::string&, double>(),
            py::arg("env_id"), py::arg("num_envs"), py::arg("batch_size"), py::arg("num_threads"),
-           py::arg("seeds"), py::arg("autoreset"), py::arg("options"))
+           py::arg("seeds"), py::arg("autoreset"), py::arg("options"),
+           py::arg("wait_policy") = "adaptive", py::arg("spin_us") = -1.0)
       .def("reset", &PyPool::reset, py::arg("env_ids") = py::none())
       .def("step", &PyPool::step, py::arg("actions"), py::arg("env_ids") = py::none())
       .def("send", &PyPool::send, py::arg("actions"), py::arg("env_ids") = py::none())
@@ -512,6 +516,9 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("num_envs", [](PyPool& p) { return p.pool().num_envs(); })
       .def_property_readonly("batch_size", [](PyPool& p) { return p.pool().batch_size(); })
       .def_property_readonly("num_threads", [](PyPool& p) { return p.pool().num_threads(); })
+      .def_property_readonly("wait_policy",
+                             [](PyPool& p) { return wait_policy_name(p.pool().wait_policy()); })
+      .def_property_readonly("spin_us", [](PyPool& p) { return p.pool().spin_us(); })
       .def_property_readonly("spec", [](PyPool& p) { return spec_dict(p.pool().spec(), nullptr); })
       .def_property_readonly("fields", [](PyPool& p) {
         py::list out;

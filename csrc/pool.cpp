@@ -27,23 +27,6 @@ constexpr double kChunkNs = 10000.0;
 constexpr double kCallerChunkNs = 5.0e6;
 // Assumed cost of an env step before anything has been measured.
 constexpr double kUnknownNs = 1.0e5;
-// How long a thread spins (yielding) for work or results before it sleeps on
-// a condition variable. The next job usually follows within microseconds
-// (recv -> policy -> send), and on a busy machine a futex wake-up costs far
-// more than that; yielding keeps the spin cheap for other runnable threads.
-constexpr auto kSpin = std::chrono::microseconds(50);
-
-// Spins until `ready()` or kSpin elapses; returns ready().
-template <typename Pred>
-bool spin_until(Pred ready) {
-  const auto deadline = Clock::now() + kSpin;
-  while (!ready()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-
 std::string join_ids(const std::vector<int64_t>& ids, size_t limit = 16) {
   std::string s;
   for (size_t i = 0; i < ids.size() && i < limit; ++i) {
@@ -111,6 +94,10 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
   if (static_cast<int64_t>(config_.seeds.size()) != config_.num_envs) {
     throw std::invalid_argument("expected one seed per env");
   }
+  config_.spin_us = resolve_spin_us(config_.wait_policy, config_.spin_us);
+  spin_work_ = std::make_unique<SpinWait>(config_.wait_policy, config_.spin_us);
+  spin_sync_ = std::make_unique<SpinWait>(config_.wait_policy, config_.spin_us);
+  spin_recv_ = std::make_unique<SpinWait>(config_.wait_policy, config_.spin_us);
 
   auto family = Registry::instance().family(config_.env_id);
   EnvSpec base = family->spec(config_.env_id, nullptr);
@@ -436,11 +423,14 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
     for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
   }
   if (caller_helps) run_chunks(*job, true);
-  spin_until([&] { return job->claims.all_done(); });
+  // The first interrupt check comes kPollMs after the spin began, not after
+  // it ended, so a spin window never adds to the Ctrl-C latency.
+  auto next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);
+  spin_sync_->spin([&] { return job->claims.all_done(); });
   {
     std::unique_lock<std::mutex> lock(job->mu);
-    while (!job->cv.wait_for(lock, std::chrono::milliseconds(kPollMs),
-                             [&] { return job->finished; })) {
+    while (!job->cv.wait_until(lock, next_poll, [&] { return job->finished; })) {
+      next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);
       lock.unlock();
       if (interrupted()) {
         // Workers are still stepping envs of this job: the pool cannot be
@@ -520,18 +510,21 @@ std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
   std::vector<std::pair<int64_t, std::string>> errors;
   {
     auto ready = [&] { return ring_->ready(batch) || closed_.load(); };
-    spin_until(ready);
     // Beyond this a timeout means "no limit" (and a deadline would overflow the clock).
     constexpr double kForeverS = 1.0e8;
     const bool forever = timeout_s < 0 || !(timeout_s < kForeverS);
+    // Both counted from before the spin: spinning is part of the wait.
     const auto deadline =
         forever ? Clock::time_point::max()
                 : Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(timeout_s));
+    auto next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);  // as in run_sync
+    spin_recv_->spin(ready);
     std::unique_lock<std::mutex> lock(ready_mu_);
     for (;;) {
-      const auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(kPollMs));
+      const auto slice = std::min(deadline, next_poll);
       if (ready_cv_.wait_until(lock, slice, ready)) break;
+      next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);
       if (!forever && Clock::now() >= deadline) {
         throw TimeoutError("recv() timed out after " + format_number(timeout_s) +
                            " s waiting for " + std::to_string(bs) + " results");
@@ -641,7 +634,8 @@ void Pool::raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& 
 
 void Pool::worker_loop() {
   for (;;) {
-    spin_until([&] { return queued_.load(std::memory_order_relaxed) > 0 || stopping_.load(); });
+    spin_work_->spin(
+        [&] { return queued_.load(std::memory_order_relaxed) > 0 || stopping_.load(); });
     std::shared_ptr<Job> job;
     {
       std::unique_lock<std::mutex> lock(queue_mu_);

@@ -25,6 +25,7 @@
 
 #include "core/async_ring.h"
 #include "core/chunk_scheduler.h"
+#include "core/spin_wait.h"
 #include "env.h"
 #include "options.h"
 #include "registry.h"
@@ -119,6 +120,10 @@ struct PoolConfig {
   std::vector<uint64_t> seeds;  // one per env (already derived)
   AutoReset autoreset = AutoReset::kNextStep;
   std::map<std::string, OptionValue> options;
+  // How threads wait for work and results (core/spin_wait.h); spin_us < 0:
+  // the policy's default window.
+  WaitPolicy wait_policy = WaitPolicy::kAdaptive;
+  double spin_us = -1.0;
 };
 
 // Actions of a call, already converted to the pool's internal types and
@@ -138,8 +143,9 @@ struct ActionBatch {
 // the envs; the waiting calls then raise ClosedError.
 //
 // Every blocking wait (a sync step waiting for workers, recv) wakes every
-// kPollMs to run the interrupt check, so Python's signal handlers run while
-// the GIL is released. An interrupted recv() leaves the pool as it was; an
+// kPollMs, counted from the start of the wait (the spin before the sleep
+// included, see core/spin_wait.h), to run the interrupt check, so Python's
+// signal handlers run while the GIL is released. An interrupted recv() leaves the pool as it was; an
 // interrupted sync call closes the pool (envs may still be stepping on
 // workers), and later calls say so.
 class Pool {
@@ -157,6 +163,8 @@ class Pool {
   int64_t batch_size() const { return config_.batch_size; }
   int64_t num_threads() const { return static_cast<int64_t>(workers_.size()); }
   AutoReset autoreset() const { return config_.autoreset; }
+  WaitPolicy wait_policy() const { return config_.wait_policy; }
+  double spin_us() const { return config_.spin_us; }  // resolved: the window in use
   size_t first_info_field() const { return first_info_; }
 
   // Sync: reset or step the given envs (all when `ids` is empty) and return
@@ -297,6 +305,12 @@ class Pool {
   mutable std::mutex state_mu_;
   int64_t in_flight_ = 0;
   std::mutex api_mu_;  // one sync call at a time; close waits for it
+
+  // Spinning before each kind of sleep (see core/spin_wait.h): workers for
+  // work, a sync caller for its chunks, recv() for its batch.
+  std::unique_ptr<SpinWait> spin_work_;
+  std::unique_ptr<SpinWait> spin_sync_;
+  std::unique_ptr<SpinWait> spin_recv_;
 
   // Workers.
   std::vector<std::thread> workers_;

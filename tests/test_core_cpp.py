@@ -1,4 +1,5 @@
-"""The C++ core tested on its own: csrc/tests/test_core.cpp (chunk scheduler, async ring).
+"""The C++ core tested on its own: csrc/tests/test_core.cpp (scheduler, ring, wait policy).
+wait policy).
 
 Built here with the system compiler, plainly and under ThreadSanitizer and
 AddressSanitizer+UBSan when the compiler has their runtimes.

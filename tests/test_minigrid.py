@@ -10,6 +10,7 @@ compare image, direction, mission, reward, termination and truncation.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import gymnasium
 import minigrid
@@ -46,6 +47,9 @@ ENVPOOL_SET = (
     + ["MiniGrid-GoToObject-6x6-N2-v0", "MiniGrid-GoToObject-8x8-N2-v0"]
     + ["MiniGrid-PutNear-6x6-N2-v0", "MiniGrid-PutNear-8x8-N3-v0"]
     + ["MiniGrid-LockedRoom-v0", "MiniGrid-Playground-v0"]
+    + [f"MiniGrid-ObstructedMaze-{v}-v0"
+       for v in ("1Dl", "1Dlh", "1Dlhb", "2Dl", "2Dlh", "2Dlhb", "1Q", "2Q", "Full")]
+    + [f"MiniGrid-ObstructedMaze-{v}-v1" for v in ("2Dlhb", "1Q", "2Q", "Full")]
 )
 
 
@@ -72,15 +76,27 @@ def test_spec_is_minigrids(env_id: str) -> None:
     assert ref.mission in missions(env_id)
 
 
+Hint = Callable[[minigrid.minigrid_env.MiniGridEnv], "int | None"]
+
+
+def _red_then_blue(ref: minigrid.minigrid_env.MiniGridEnv) -> int | None:
+    """RedBlueDoors: toggle the red door when faced closed, the blue one once red is open."""
+    front = ref.grid.get(*ref.front_pos)
+    if (front is not None and front.type == "door" and not front.is_open
+            and (front.color == "red" or ref.red_door.is_open)):
+        return int(ref.actions.toggle)
+    return None
+
+
 def _run_side_by_side(env_id: str, seeds: list[int], steps: int, max_steps: int | None,
                       action_seed: int = 0, probs: list[float] | None = None,
-                      frames: bool = False, toggle_doors: bool = False) -> dict[str, int]:
+                      frames: bool = False, hint: Hint | None = None) -> dict[str, int]:
     """Steps the pool and one reference per env under the same random actions; asserts equality.
 
     ``frames``: also compares ``pool.render(i)`` with the reference's own
-    ``render()`` (rgb_array) after every reset and step. ``toggle_doors``:
-    RedBlueDoors' red door is toggled when faced closed, the blue one too once
-    the red one is open (a win needs that order).
+    ``render()`` (rgb_array) after every reset and step. ``hint``: given a
+    reference env, an action that replaces the random one (None: keep it), so
+    that rare events (doors opened in order, boxes opened) happen often.
     """
     kwargs = {} if max_steps is None else {"max_steps": max_steps}
     if frames:
@@ -88,7 +104,8 @@ def _run_side_by_side(env_id: str, seeds: list[int], steps: int, max_steps: int 
     options = {} if max_steps is None else {"max_episode_steps": max_steps}
     n = len(seeds)
     refs = [_reference(env_id, **kwargs) for _ in seeds]
-    counts = {"episodes": 0, "wins": 0, "losses": 0, "carrying": 0, "unlocked": 0, "frames": 0}
+    counts = {"episodes": 0, "wins": 0, "losses": 0, "carrying": 0, "unlocked": 0, "frames": 0,
+              "keys_revealed": 0}
     with make(env_id, num_envs=n, seed=0, reference_seed=seeds, **options) as pool:
         obs, info = pool.reset()
         r_obs = [ref.reset(seed=s)[0] for ref, s in zip(refs, seeds)]
@@ -107,12 +124,11 @@ def _run_side_by_side(env_id: str, seeds: list[int], steps: int, max_steps: int 
             check(i, r_obs[i], f"{env_id} env {i} first reset")
         for t in range(steps):
             actions = rng.choice(pool.action_space.n, size=n, p=probs)
-            if toggle_doors:
+            if hint is not None:
                 for i, ref in enumerate(refs):
-                    front = ref.grid.get(*ref.front_pos)
-                    if (front is not None and front.type == "door" and not front.is_open
-                            and (front.color == "red" or ref.red_door.is_open)):
-                        actions[i] = ref.actions.toggle
+                    hinted = hint(ref)
+                    if hinted is not None:
+                        actions[i] = hinted
             obs, reward, terminated, truncated, info = pool.step(actions)
             for i, ref in enumerate(refs):
                 where = f"{env_id} env {i} step {t}"
@@ -123,8 +139,12 @@ def _run_side_by_side(env_id: str, seeds: list[int], steps: int, max_steps: int 
                     continue
                 front = ref.grid.get(*ref.front_pos)
                 was_locked = front is not None and front.type == "door" and front.is_locked
+                box_pos = tuple(ref.front_pos) if front is not None and front.type == "box" else None
                 ro, rr, rt, rtr, _ = ref.step(int(actions[i]))
                 check(i, ro, where)
+                if box_pos is not None and ref.grid.get(*box_pos) is not front:
+                    inside = ref.grid.get(*box_pos)  # toggled: the box's content replaced it
+                    counts["keys_revealed"] += inside is not None and inside.type == "key"
                 counts["carrying"] += ref.carrying is not None
                 counts["unlocked"] += was_locked and not front.is_locked
                 assert reward[i] == rr, where
@@ -171,14 +191,16 @@ def test_rewards_of_success_and_collision_are_compared() -> None:
         assert counts["wins"] >= 1, (env_id, counts)
     doors = _run_side_by_side("MiniGrid-RedBlueDoors-6x6-v0", seeds=list(range(4)), steps=400,
                               max_steps=None, probs=[0.25, 0.25, 0.5, 0, 0, 0, 0],
-                              toggle_doors=True)
+                              hint=_red_then_blue)
     assert doors["wins"] >= 2, doors
 
 
 @pytest.mark.parametrize("env_id", ["MiniGrid-DoorKey-5x5-v0", "MiniGrid-KeyCorridorS3R1-v0",
                                     "MiniGrid-LavaGapS5-v0", "MiniGrid-Dynamic-Obstacles-6x6-v0",
                                     "MiniGrid-MultiRoom-N2-S4-v0", "MiniGrid-Fetch-5x5-N2-v0",
-                                    "MiniGrid-BlockedUnlockPickup-v0"])
+                                    "MiniGrid-BlockedUnlockPickup-v0",
+                                    "MiniGrid-ObstructedMaze-1Dlhb-v0",
+                                    "MiniGrid-ObstructedMaze-2Q-v1"])
 def test_frames_equal_minigrids_render(env_id: str) -> None:
     """render() draws minigrid's own frame (tiles, highlighted view, agent) over whole episodes."""
     probs = [0.15, 0.15, 0.3, 0.15, 0.05, 0.15, 0.05]  # keys get carried, doors opened
@@ -234,6 +256,74 @@ def test_keys_doors_and_targets_are_compared(env_id: str) -> None:
         assert counts["wins"] >= 1, counts
 
 
+def _open_take_unlock(seed: int) -> Hint:
+    """ObstructedMaze helper: toggle boxes and doors, take needed keys, sometimes lift balls.
+
+    Boxes are toggled when faced (their key appears), a key is taken when a
+    locked door of its colour remains, a locked door is toggled with its key in
+    hand, closed doors are opened, the blue ball (the target) is picked up and
+    a green (blocking) ball now and then, to be dropped elsewhere by a random
+    drop; everything else is the random action.
+    """
+    rng = np.random.default_rng(seed)
+
+    def hint(ref: minigrid.minigrid_env.MiniGridEnv) -> int | None:
+        front, carrying, act = ref.grid.get(*ref.front_pos), ref.carrying, ref.actions
+        if front is None:
+            return None
+        if front.type == "box":
+            return int(act.toggle) if rng.random() < 0.8 else None  # else maybe carried off
+        if carrying is None and front.type == "ball" and (front.color == "blue"
+                                                          or rng.random() < 0.3):
+            return int(act.pickup)
+        if carrying is None and front.type == "key" and any(
+                o is not None and o.type == "door" and o.is_locked and o.color == front.color
+                for o in ref.grid.grid):
+            return int(act.pickup)
+        if front.type == "door" and not front.is_open:
+            has_key = (carrying is not None and carrying.type == "key"
+                       and carrying.color == front.color)
+            return int(act.toggle) if has_key or not front.is_locked else None
+        return None
+
+    return hint
+
+
+# Seeds 7 and 40: v0's blocking ball lands on a key's box in every 3x3 layout
+# (v1 places keys last and keeps it); seed 3 also loses one in Full-v0.
+@pytest.mark.parametrize("env_id", [i for i in IDS if "ObstructedMaze" in i])
+def test_obstructed_maze_boxes_keys_doors_and_balls_match(env_id: str) -> None:
+    seeds = [7, 40, 3] if env_id.endswith("-v0") and "-1D" not in env_id else [0, 1, 2]
+    probs = [0.25, 0.25, 0.35, 0.05, 0.1, 0.0, 0.0]
+    counts = _run_side_by_side(env_id, seeds=seeds, steps=400, max_steps=None, probs=probs,
+                               hint=_open_take_unlock(len(env_id)))
+    if "Dl-" not in env_id:  # keys hidden in boxes: opened, and the key shown, on both sides
+        assert counts["keys_revealed"] >= 1, counts
+    assert counts["carrying"] >= 10, counts
+    if "Dl-" in env_id or "Dlh-" in env_id:  # doors not blocked by a ball: some get unlocked
+        assert counts["unlocked"] >= 1, counts
+
+
+def test_obstructed_maze_v0_loses_keys_that_v1_keeps() -> None:
+    """The seeds above do exercise v0's overwritten key (checked on the reference)."""
+    def boxes(env_id: str, seed: int) -> int:
+        ref = _reference(env_id)
+        ref.reset(seed=seed)
+        return sum(o is not None and o.type == "box" for o in ref.grid.grid)
+
+    for env_id, n in (("2Dlhb", 2), ("1Q", 2), ("2Q", 4), ("Full", 8)):
+        for seed in (7, 40):
+            assert boxes(f"MiniGrid-ObstructedMaze-{env_id}-v0", seed) < n
+            assert boxes(f"MiniGrid-ObstructedMaze-{env_id}-v1", seed) == n
+
+
+def test_obstructed_maze_is_won_by_picking_up_the_blue_ball() -> None:
+    counts = _run_side_by_side("MiniGrid-ObstructedMaze-1Dl-v0", seeds=[0, 1, 2, 3], steps=600,
+                               max_steps=None, probs=[0.25, 0.25, 0.35, 0.0, 0.15, 0.0, 0.0],
+                               hint=_open_take_unlock(0))
+    assert counts["wins"] >= 1 and counts["unlocked"] >= 2, counts
+
+
 def _trajectory(env_id: str, num_threads: int, seed: int, batch_size: int | None = None,
                 ) -> np.ndarray:
     """Per-env images of 60 steps; in async mode, rows are put back in env order."""
@@ -263,7 +353,8 @@ def _trajectory(env_id: str, num_threads: int, seed: int, batch_size: int | None
         return np.stack([np.stack(x[:61]) for x in per_env], axis=1)
 
 
-@pytest.mark.parametrize("env_id", ["MiniGrid-FourRooms-v0", "MiniGrid-Dynamic-Obstacles-8x8-v0"])
+@pytest.mark.parametrize("env_id", ["MiniGrid-FourRooms-v0", "MiniGrid-Dynamic-Obstacles-8x8-v0",
+                                    "MiniGrid-ObstructedMaze-Full-v1"])
 def test_same_seed_same_trajectories_whatever_threads_and_async_order(env_id: str) -> None:
     a = _trajectory(env_id, 1, 21)
     np.testing.assert_array_equal(a, _trajectory(env_id, 3, 21))
@@ -303,21 +394,24 @@ def test_missions_refuse_other_ids() -> None:
         missions("CartPole-v1")
 
 
-def test_every_face_builds_a_minigrid_env() -> None:
+@pytest.mark.parametrize("env_id", ["MiniGrid-DoorKey-5x5-v0", "MiniGrid-ObstructedMaze-1Dlhb-v0"])
+def test_every_face_builds_a_minigrid_env(env_id: str) -> None:
     from torchrl.envs.utils import check_env_specs
 
     from torchfrag.envs import PoolEnv
+    from torchfrag.train import compose_config
 
-    vec = gymnasium.make_vec("torchfrag/MiniGrid-DoorKey-5x5-v0", num_envs=3)
+    vec = gymnasium.make_vec(f"torchfrag/{env_id}", num_envs=3)
     obs, info = vec.reset(seed=0)
     assert obs.shape == (3, 7, 7, 3) and obs.dtype == np.uint8
     assert info["direction"].shape == (3,)
     vec.close()
-    env = PoolEnv("MiniGrid-DoorKey-5x5-v0", num_envs=2, seed=1)
+    env = PoolEnv(env_id, num_envs=2, seed=1)
     check_env_specs(env, seed=0)
     td = env.rollout(5)
     assert td["observation"].shape[-3:] == (7, 7, 3)
     env.close()
+    assert compose_config([f"env={env_id}"]).env.id == env_id  # the CLI's env=...
 
 
 @pytest.mark.slow

@@ -286,10 +286,12 @@ def _check_env_options(cfg: DictConfig) -> None:
     building an env; keywords of :class:`~torchfrag.envs.PoolEnv` itself pass through."""
     import inspect
 
-    from torchfrag.envs import PoolEnv, spec
+    from torchfrag.envs import EnvPool, PoolEnv, spec
 
     options = OmegaConf.to_container(cfg.env.options, resolve=True)
+    # PoolEnv passes the pool's own keywords (wait_policy, spin_us) on to EnvPool.
     own = set(inspect.signature(PoolEnv.__init__).parameters)
+    own |= set(inspect.signature(EnvPool.__init__).parameters)
     try:
         spec(cfg.env.id, **{k: v for k, v in options.items() if k not in own})
     except (ValueError, TypeError) as err:

@@ -3,10 +3,10 @@
 // One family holds EnvPool's MiniGrid set (Empty, DoorKey, FourRooms, LavaGap,
 // Lava/SimpleCrossing, KeyCorridor, MultiRoom, Dynamic-Obstacles, Fetch,
 // GoToDoor, Memory, DistShift, Unlock, UnlockPickup, BlockedUnlockPickup,
-// RedBlueDoors, GoToObject, PutNear, LockedRoom, Playground)
-// under minigrid's ids.  A cell is stored as its 3-byte
-// encoding (object, colour, state), so the observation is a copy of cells and
-// needs no per-object lookups.
+// RedBlueDoors, GoToObject, PutNear, LockedRoom, Playground, ObstructedMaze v0
+// and v1) under minigrid's ids.  A cell is stored as its 3-byte encoding
+// (object, colour, state) plus what a box holds, so the observation is a copy
+// of cells and needs no per-object lookups.
 //
 // Layouts (and Dynamic-Obstacles' moves) are drawn from a NumpyRandom, the
 // same stream as Gymnasium's `np_random`, with minigrid's draws in minigrid's
@@ -59,10 +59,14 @@ constexpr std::array<uint8_t, 3> kObjectTypes = {kKey, kBall, kBox};
 enum Act : int { kLeft = 0, kRight = 1, kForward = 2, kPickup = 3, kDrop = 4, kToggle = 5,
                     kDone = 6 };
 
-// A cell as minigrid encodes it.  `type == kEmpty` is minigrid's None.
+// A cell as minigrid encodes it.  `type == kEmpty` is minigrid's None.  A
+// box also holds the type and colour of what it contains (kEmpty: nothing);
+// the encoding does not show it, toggling the box puts it in the box's place.
 struct Cell {
   uint8_t type = kEmpty, color = 0, state = 0;
+  uint8_t content_type = kEmpty, content_color = 0;
   bool empty() const { return type == kEmpty; }
+  Cell content() const { return Cell{content_type, content_color, 0, kEmpty, 0}; }
   bool can_overlap() const {
     return type == kEmpty || type == kGoal || type == kFloor || type == kLava ||
            (type == kDoor && state == kOpen);
@@ -70,12 +74,16 @@ struct Cell {
   bool can_pickup() const { return type == kKey || type == kBall || type == kBox; }
   bool see_behind() const { return !(type == kWall || (type == kDoor && state != kOpen)); }
 };
-constexpr Cell kNone{kEmpty, 0, 0};
-constexpr Cell kWallCell{kWall, kGrey, 0};
-constexpr Cell kGoalCell{kGoal, kGreen, 0};
-constexpr Cell kLavaCell{kLava, kRed, 0};
+constexpr Cell kNone{kEmpty, 0, 0, kEmpty, 0};
+constexpr Cell kWallCell{kWall, kGrey, 0, kEmpty, 0};
+constexpr Cell kGoalCell{kGoal, kGreen, 0, kEmpty, 0};
+constexpr Cell kLavaCell{kLava, kRed, 0, kEmpty, 0};
 inline Cell make(uint8_t type, uint8_t color, uint8_t state = 0) {
-  return Cell{type, color, state};
+  return Cell{type, color, state, kEmpty, 0};
+}
+// A box of `color` holding `inside` (minigrid's Box(color) with `contains` set).
+inline Cell make_box(uint8_t color, Cell inside) {
+  return Cell{kBox, color, 0, inside.type, inside.color};
 }
 
 struct Pos {
@@ -127,7 +135,7 @@ class Grid {
 enum class Kind { kEmpty, kDoorKey, kFourRooms, kLavaGap, kCrossing, kKeyCorridor, kMultiRoom,
                   kDynamicObstacles, kFetch, kGoToDoor, kMemory, kDistShift, kUnlock,
                   kUnlockPickup, kBlockedUnlockPickup, kRedBlueDoors,
-                  kGoToObject, kPutNear, kLockedRoom, kPlayground };
+                  kGoToObject, kPutNear, kLockedRoom, kPlayground, kObstructedMaze };
 
 // One registered id: its generator and minigrid's constructor arguments.
 struct Config {
@@ -141,6 +149,12 @@ struct Config {
   int room_size = 0;           // RoomGrid (KeyCorridor, Unlock*) room size, MultiRoom max size
   Cell obstacle = kLavaCell;   // Crossing: lava or wall
   int num_missions = 1;
+  // ObstructedMaze: quarters 0 is the 1x2-room "1D" layout, 1-4 the 3x3-room
+  // one with that many side rooms; keys_last is v1's order (every door and
+  // blocking ball first, then the keys, so no ball lands on a key).
+  int quarters = 0;
+  Pos agent_room{0, 0};
+  bool key_in_box = false, blocked = false, keys_last = false;
 };
 
 constexpr int kView = 7;  // minigrid's default agent_view_size
@@ -262,6 +276,13 @@ class MiniGridEnv : public Env {
           r.terminated = true;
         }
         break;
+      case Kind::kObstructedMaze:
+        // The target is the only blue ball (blocking balls are green).
+        if (action == kPickup && carrying_.type == kBall && carrying_.color == kBlue) {
+          r.reward = success_reward();
+          r.terminated = true;
+        }
+        break;
       case Kind::kUnlockPickup:
       case Kind::kBlockedUnlockPickup:
         // The target is the only box in the grid.
@@ -368,6 +389,7 @@ class MiniGridEnv : public Env {
       case Kind::kPutNear: gen_objects(w, h); break;
       case Kind::kLockedRoom: gen_locked_room(w, h); break;
       case Kind::kPlayground: gen_playground(w, h); break;
+      case Kind::kObstructedMaze: gen_obstructed_maze(); break;
     }
   }
 
@@ -771,6 +793,63 @@ class MiniGridEnv : public Env {
     }
   }
 
+  // ---- ObstructedMaze ----
+  // A locked door of room (i, j) on wall k; with cfg_.blocked a green ball
+  // stands in front of it inside the room (overwriting whatever is there, as
+  // minigrid's grid.set does).
+  void add_locked_door(int i, int j, int k, uint8_t color) {
+    add_door(i, j, k, color, true);
+    if (cfg_.blocked) {
+      const Pos d = rooms_[static_cast<size_t>(j * room_cols_ + i)].door_pos[k];
+      grid_.set(d.x - kDx[k], d.y - kDy[k], make(kBall, kColorNames[1]));
+    }
+  }
+  // The key of a door of `color`, hidden in a grey box with cfg_.key_in_box.
+  void add_key(int i, int j, uint8_t color) {
+    const Cell key = make(kKey, color);
+    place_in_room(i, j, cfg_.key_in_box ? make_box(kColorNames[2], key) : key);
+  }
+
+  void gen_obstructed_maze() {
+    const bool full = cfg_.quarters > 0;
+    gen_room_grid(full ? 3 : 1, full ? 3 : 2);
+    // minigrid's _rand_subset(COLOR_NAMES, 6): a random order of the six colours.
+    std::vector<uint8_t> left(kColorNames.begin(), kColorNames.end());
+    std::vector<uint8_t> door_colors;
+    while (!left.empty()) {
+      const int idx = rand_int(0, static_cast<int>(left.size()));
+      door_colors.push_back(left[static_cast<size_t>(idx)]);
+      left.erase(left.begin() + idx);
+    }
+    const Cell target = make(kBall, kColorNames[0]);
+    if (!full) {
+      add_locked_door(0, 0, 0, door_colors[0]);
+      add_key(0, 0, door_colors[0]);
+      place_in_room(1, 0, target);
+      place_agent_in_room(0, 0);
+      return;
+    }
+    const Pos side_rooms[4] = {{2, 1}, {1, 2}, {0, 1}, {1, 0}};
+    for (int i = 0; i < cfg_.quarters; ++i) {
+      const Pos side = side_rooms[i];
+      add_door(1, 1, i, door_colors[static_cast<size_t>(i)], false);
+      for (int pass = 0; pass < (cfg_.keys_last ? 2 : 1); ++pass) {
+        for (int k : {-1, 1}) {
+          const int wall = (i + k + 4) % 4;
+          // minigrid's (i + k) % 6: Python's modulo, so i = 0, k = -1 is colour 5 on wall 3.
+          const uint8_t color = door_colors[static_cast<size_t>((i + k + 6) % 6)];
+          // v0: door, ball, key per wall; v1: both doors and balls (pass 0), then both keys.
+          if (pass == 0) add_locked_door(side.x, side.y, wall, color);
+          if (!cfg_.keys_last || pass == 1) add_key(side.x, side.y, color);
+        }
+      }
+    }
+    const Pos corners[4] = {{2, 0}, {2, 2}, {0, 2}, {0, 0}};
+    const Pos ball_room = corners[rand_int(0, cfg_.quarters)];
+    place_in_room(ball_room.x, ball_room.y, target);
+    place_agent_in_room(cfg_.agent_room.x, cfg_.agent_room.y);
+  }
+
   // ---- MultiRoom ----
   struct MRoom {
     Pos top, size, entry;
@@ -1017,7 +1096,7 @@ class MiniGridEnv : public Env {
           }
           grid_.set(fwd.x, fwd.y, d);
         } else if (cell.type == kBox) {
-          grid_.set(fwd.x, fwd.y, kNone);  // these envs' boxes hold nothing
+          grid_.set(fwd.x, fwd.y, cell.content());  // kNone for an empty box
         }
         break;
       default: break;  // done
@@ -1231,6 +1310,33 @@ inline const std::map<std::string, Config>& configs() {
       c.max_steps = std::get<2>(u) * 36;
       c.num_missions = c.kind == Kind::kUnlock ? 1 : 6;
       add(std::get<0>(u), c);
+    }
+    // ObstructedMaze: (id, quarters, agent room, key in box, blocked, rooms visited).
+    const std::tuple<const char*, int, Pos, bool, bool, int> mazes[] = {
+        {"1Dl", 0, Pos{0, 0}, false, false, 2}, {"1Dlh", 0, Pos{0, 0}, true, false, 2},
+        {"1Dlhb", 0, Pos{0, 0}, true, true, 2}, {"2Dl", 1, Pos{2, 1}, false, false, 4},
+        {"2Dlh", 1, Pos{2, 1}, true, false, 4}, {"2Dlhb", 1, Pos{2, 1}, true, true, 4},
+        {"1Q", 1, Pos{1, 1}, true, true, 5},   {"2Q", 2, Pos{2, 1}, true, true, 11},
+        {"Full", 4, Pos{1, 1}, true, true, 25}};
+    for (const auto& m : mazes) {
+      Config c;
+      c.kind = Kind::kObstructedMaze;
+      c.room_size = 6;
+      c.quarters = std::get<1>(m);
+      c.width = c.quarters > 0 ? 16 : 11;
+      c.height = c.quarters > 0 ? 16 : 6;
+      c.agent_room = std::get<2>(m);
+      c.key_in_box = std::get<3>(m);
+      c.blocked = std::get<4>(m);
+      c.max_steps = 4 * std::get<5>(m) * 6 * 6;
+      const std::string name = std::string("MiniGrid-ObstructedMaze-") + std::get<0>(m);
+      t[name + "-v0"] = c;
+      // minigrid 3.2's v1 (keys placed after all doors) exists for the 3x3 layouts
+      // with balls: 2Dlhb, 1Q, 2Q, Full.
+      if (c.quarters > 0 && c.blocked) {
+        c.keys_last = true;
+        t[name + "-v1"] = c;
+      }
     }
     for (int s : {7, 9, 11, 13, 17}) {
       Config c = square(Kind::kMemory, s, 5, false);

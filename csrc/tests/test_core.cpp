@@ -1,11 +1,13 @@
 // Unit tests of the pool's core pieces without Python, envs or buffers: the
-// chunk planner and claims (csrc/core/chunk_scheduler.h) and the async batch
-// ring (csrc/core/async_ring.h). Built and run by tests/test_core_cpp.py,
+// chunk planner and claims (csrc/core/chunk_scheduler.h), the async batch
+// ring (csrc/core/async_ring.h) and the wait policy (csrc/core/spin_wait.h). Built and run by tests/test_core_cpp.py,
 // also under ThreadSanitizer. Prints "ALL PASSED" and exits 0 on success.
 //
 // Usage: test_core [name-filter]
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -18,6 +20,7 @@
 
 #include "../core/async_ring.h"
 #include "../core/chunk_scheduler.h"
+#include "../core/spin_wait.h"
 
 using namespace torchfrag;
 
@@ -226,6 +229,111 @@ TEST(ring_producers_and_consumer_threads) {
   CHECK(static_cast<int64_t>(received.size()) == rounds * num_envs);
   std::set<int64_t> unique(received.begin(), received.end());
   CHECK(static_cast<int64_t>(unique.size()) == rounds * num_envs);
+}
+
+// -- SpinWait ---------------------------------------------------------------------
+
+// Microseconds that spin(pred) took.
+template <typename Pred>
+double spin_us_taken(SpinWait& w, Pred pred, bool* result) {
+  const auto t0 = std::chrono::steady_clock::now();
+  *result = w.spin(pred);
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST(wait_policy_names_and_windows) {
+  CHECK(parse_wait_policy("adaptive") == WaitPolicy::kAdaptive);
+  CHECK(parse_wait_policy("spin") == WaitPolicy::kSpin);
+  CHECK(parse_wait_policy("block") == WaitPolicy::kBlock);
+  bool threw = false;
+  try {
+    parse_wait_policy("busy");
+  } catch (const std::invalid_argument& e) {
+    threw = std::string(e.what()).find("'busy'") != std::string::npos;
+  }
+  CHECK(threw);
+  CHECK(resolve_spin_us(WaitPolicy::kAdaptive, -1.0) == 50.0);
+  CHECK(resolve_spin_us(WaitPolicy::kSpin, -1.0) == 2000.0);
+  CHECK(resolve_spin_us(WaitPolicy::kBlock, -1.0) == 0.0);
+  CHECK(resolve_spin_us(WaitPolicy::kBlock, 0.0) == 0.0);
+  CHECK(resolve_spin_us(WaitPolicy::kSpin, 10000.0) == 10000.0);
+  for (double bad : {10000.5, std::nan("")}) {
+    threw = false;
+    try {
+      resolve_spin_us(WaitPolicy::kAdaptive, bad);
+    } catch (const std::invalid_argument&) {
+      threw = true;
+    }
+    CHECK(threw);
+  }
+  threw = false;
+  try {
+    resolve_spin_us(WaitPolicy::kBlock, 5.0);  // a contradiction, not silently ignored
+  } catch (const std::invalid_argument&) {
+    threw = true;
+  }
+  CHECK(threw);
+}
+
+TEST(spin_returns_at_once_when_ready_and_never_spins_when_blocking) {
+  SpinWait block(WaitPolicy::kBlock, 0.0);
+  bool r = false;
+  // Generous bounds: the host may preempt us, but never for a whole window
+  // of 10 ms on every one of several tries.
+  double best = 1e9;
+  for (int k = 0; k < 5; ++k) best = std::min(best, spin_us_taken(block, [] { return false; }, &r));
+  CHECK(!r && best < 1000.0);
+  CHECK(block.spin([] { return true; }));
+  SpinWait spin(WaitPolicy::kSpin, 10000.0);
+  best = 1e9;
+  for (int k = 0; k < 5; ++k) best = std::min(best, spin_us_taken(spin, [] { return true; }, &r));
+  CHECK(r && best < 1000.0);
+}
+
+TEST(spin_sees_a_flag_set_by_another_thread_within_its_window) {
+  SpinWait w(WaitPolicy::kSpin, 10000.0);
+  bool seen = false;
+  // A loaded host may delay the setter past the window once; not three times.
+  for (int attempt = 0; attempt < 3 && !seen; ++attempt) {
+    std::atomic<bool> flag{false};
+    std::thread setter([&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      flag.store(true);
+    });
+    bool r = false;
+    spin_us_taken(w, [&] { return flag.load(); }, &r);
+    setter.join();
+    seen = r;  // true only once the setter stored the flag
+  }
+  CHECK(seen);
+}
+
+TEST(spin_gives_up_after_its_window) {
+  SpinWait w(WaitPolicy::kSpin, 300.0);
+  bool r = true;
+  const double us = spin_us_taken(w, [] { return false; }, &r);
+  CHECK(!r);
+  CHECK(us >= 300.0);
+  CHECK(!w.backed_off());  // 'spin' spins every time
+}
+
+TEST(adaptive_backs_off_after_failed_spins_and_probes_again) {
+  SpinWait w(WaitPolicy::kAdaptive, 2000.0);
+  bool r = true;
+  for (int k = 0; k < SpinWait::kMissLimit; ++k) w.spin([] { return false; });
+  CHECK(w.backed_off());
+  // Backed off: most waits return at once instead of spinning 2000 us.
+  int fast = 0;
+  for (uint32_t k = 0; k < SpinWait::kProbeEvery; ++k) {
+    if (spin_us_taken(w, [] { return false; }, &r) < 1000.0) ++fast;
+  }
+  CHECK(fast >= static_cast<int>(SpinWait::kProbeEvery) - 2);
+  // A probe that succeeds turns spinning back on.
+  std::atomic<int> calls{0};
+  for (uint32_t k = 0; k <= SpinWait::kProbeEvery && w.backed_off(); ++k) {
+    w.spin([&] { return calls.fetch_add(1) > 0; });  // ready on the second look: a spin
+  }
+  CHECK(!w.backed_off());
 }
 
 }  // namespace

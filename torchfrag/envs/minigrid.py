@@ -38,6 +38,7 @@ _FIXED = [
     (r"MiniGrid-Unlock-", "open the door"),
     (r"MiniGrid-RedBlueDoors-", "open the red door then the blue door"),
     (r"MiniGrid-Playground-", ""),  # no task
+    (r"MiniGrid-ObstructedMaze-", "pick up the blue ball"),
 ]
 
 

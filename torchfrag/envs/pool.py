@@ -164,6 +164,15 @@ class EnvPool:
         num_threads: Worker threads; defaults to ``min(num_envs, cores)``.
         seed: Pool seed, or one seed per env, or ``None`` for a random seed.
         autoreset: ``"next_step"`` or ``"same_step"``.
+        wait_policy: How worker threads and the calling thread wait for work
+            and results: ``"adaptive"`` (default) spins up to ``spin_us``
+            (50 us) before sleeping and stops spinning where spins keep
+            failing; ``"spin"`` always spins up to ``spin_us`` (2000 us) first,
+            for the lowest latency on a dedicated machine at the cost of CPU
+            between calls; ``"block"`` sleeps at once (least CPU). Every wait
+            ends asleep, so an idle pool uses no CPU.
+        spin_us: The spin window in microseconds, in ``[0, 10000]``;
+            ``None`` for the policy's default.
         **options: Env options (see ``spec(env_id).options``); physical
             parameters marked ``per_env`` accept one value per env.
 
@@ -188,8 +197,19 @@ class EnvPool:
         num_threads: int | None = None,
         seed: int | Sequence[int] | None = 0,
         autoreset: str = "next_step",
+        wait_policy: str = "adaptive",
+        spin_us: float | None = None,
         **options: Any,
     ) -> None:
+        if not isinstance(wait_policy, str):
+            raise TypeError(f"wait_policy must be a str, got {type(wait_policy).__name__}")
+        if spin_us is not None and (isinstance(spin_us, bool)
+                                    or not isinstance(spin_us, (int, float, np.integer,
+                                                                np.floating))):
+            raise TypeError(f"spin_us must be a number of microseconds or None, got"
+                            f" {type(spin_us).__name__}")
+        if spin_us is not None and spin_us < 0:  # negative is the native side's "default"
+            raise ValueError(f"spin_us must be a number in [0, 10000] (microseconds), got {spin_us}")
         for name, value in (("num_envs", num_envs), ("batch_size", batch_size),
                             ("num_threads", num_threads)):
             if value is not None and (isinstance(value, bool) or not isinstance(
@@ -213,7 +233,8 @@ class EnvPool:
         self.autoreset = autoreset
         self.options = dict(options)
         self._pool = C.Pool(env_id, int(num_envs), int(batch_size or 0), int(num_threads or 0),
-                            per_env_seeds(seed, num_envs), autoreset, options)
+                            per_env_seeds(seed, num_envs), autoreset, options,
+                            wait_policy, -1.0 if spin_us is None else float(spin_us))
         self.spec = EnvSpec.from_native(C.env_spec(env_id, options))
         self._renderer: Any = None  # a FrameRenderer, made by the first render()
         logger.debug("made %s x%d (batch %d, %d threads)", env_id, self.num_envs,
@@ -224,6 +245,16 @@ class EnvPool:
     def num_envs(self) -> int:
         """Number of envs in the pool."""
         return self._pool.num_envs
+
+    @property
+    def wait_policy(self) -> str:
+        """How the pool's threads wait: ``"adaptive"``, ``"spin"`` or ``"block"``."""
+        return self._pool.wait_policy
+
+    @property
+    def spin_us(self) -> float:
+        """The spin window in microseconds (the policy's default when none was given)."""
+        return self._pool.spin_us
 
     @property
     def batch_size(self) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -352,25 +353,36 @@ def _driver_moments(loop) -> dict[str, torch.Tensor]:
     return {name: next(v for k, v in state.items() if f"/{name}." in k) for name in ("count", "loc", "var")}
 
 
-def _checked_obs_norm_run(policy, iterations: int) -> None:
+def _learner_moments() -> dict[str, torch.Tensor]:
+    """On a learner worker (``multi_learner``): its own loop's normaliser statistics."""
+    from torchfrag.runtime.worker import WORKER
+
+    return {k: v.clone() for k, v in _driver_moments(WORKER["loop"]).items()}
+
+
+def _checked_obs_norm_run(policy, iterations: int, workers: Sequence[str] = ("worker1", "worker2"),
+                          learners: Sequence[str] = ()) -> None:
     """Runs the recording PPO under ``policy``; after every iteration, the driver's statistics
-    must equal those recomputed from every observation the workers' envs produced so far."""
+    (and those of every learner worker in ``learners``) must equal those recomputed from every
+    observation the env-stepping ``workers`` produced so far."""
     from torch.distributed import rpc
 
     f = RecordingPPOFactory("CartPole-v1", {"num_envs": 4, "steps": 16, "minibatch_size": 32, "epochs": 1,
                                             "obs_norm": True}, exploration="mode")
     loop = f()
-    workers = ["worker1", "worker2"]
     seen: list[torch.Tensor] = []
 
     def check(i, _out, _g) -> None:
         for w in workers:
             seen.extend(rpc.rpc_sync(w, _take_seen))
-        want, have = _recomputed(seen), _driver_moments(loop)
-        got, expected = int(have["count"]), int(want["count"])
-        assert got == expected, f"count after iteration {i}: {got} != {expected}"
-        for key in ("loc", "var"):
-            torch.testing.assert_close(have[key].double(), want[key], rtol=1e-5, atol=1e-8, msg=f"{key} at {i}")
+        want = _recomputed(seen)
+        for who, have in [("driver", _driver_moments(loop))] + [(w, rpc.rpc_sync(w, _learner_moments))
+                                                                for w in learners]:
+            got, expected = int(have["count"]), int(want["count"])
+            assert got == expected, f"{who}'s count after iteration {i}: {got} != {expected}"
+            for key in ("loc", "var"):
+                torch.testing.assert_close(have[key].double(), want[key], rtol=1e-5, atol=1e-8,
+                                           msg=f"{who}'s {key} at {i}")
 
     try:
         run(capture(loop), policy, iterations=iterations, factory=f, hooks=[check])

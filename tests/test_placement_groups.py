@@ -95,8 +95,9 @@ def test_groups_from_the_cli(tmp_path):
      "group 'scouts' names executor kind 'warp_drive', which no executor runs"),
     ("  scouts: {size: 0, executor: actor_pools}", "group 'scouts' has size 0"),
     ("  scouts: {size: 1, executor: actor_pools, cores: 4}", r"group 'scouts' has unknown key\(s\) \['cores'\]"),
-    ("  scouts: {size: 1, executor: replicated_rollout}",
-     "the groups that hold fragments name different executors"),
+    ("  scouts: {size: 1, executor: replay}",  # rollout pools compose; a replay group does not
+     "group 'scouts' \\(executor replay\\) and group 'workers' \\(executor actor_pools\\) cannot run in one "
+     "placement: only rollout pools"),
     ("  scouts: {size: many, executor: actor_pools}",
      "group 'scouts' takes its size from field 'many', which the policy does not have"),
 ])

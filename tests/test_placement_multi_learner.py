@@ -20,7 +20,7 @@ from torchfrag.policies.factory import EnvSlice
 from torchfrag.runtime import run
 
 from _policy_helpers import children, wait_no_children
-from test_placement_engine import DQNFactory, PolicyGradient, ReinforceFactory
+from test_placement_engine import DQNFactory, PolicyGradient, ReinforceFactory, _measured_bytes
 
 
 def _params(loop: nn.Module) -> torch.Tensor:
@@ -120,6 +120,15 @@ def test_one_learner_equals_actors():
         x.close()
 
 
+def _assert_explained_exactly(cross, res) -> None:
+    """explain's bytes are the bytes counted at run time, exactly: the actors' RPC traffic of every
+    learner, and each rank's all-reduced gradients (every optimizer step of the iteration)."""
+    comm = res.extra["comm"]
+    assert sum(c.bytes for c in cross if c.kind != "gradients") == comm["bytes"], comm
+    assert sum(c.bytes for c in cross if c.kind == "gradients") == comm["allreduce_bytes"], comm
+    assert _measured_bytes(res) == res.iterations * sum(c.bytes for c in cross) + sum(c.once for c in cross)
+
+
 def test_learners_identical_after_every_iteration_and_explain_bytes():
     f = ReportingFactory(num_envs=4, steps=16)
     seen: list[torch.Tensor] = []
@@ -141,13 +150,7 @@ def test_learners_identical_after_every_iteration_and_explain_bytes():
     other = f()
     cross = crossings(as_policy(pol).place(capture(other)))
     other.close()
-    actors_bytes = sum(c.bytes for c in cross if c.kind != "gradients")
-    grad = [c for c in cross if c.kind == "gradients"]
-    comm = res.extra["comm"]
-    assert abs(actors_bytes - comm["bytes"]) <= 0.1 * comm["bytes"], (actors_bytes, comm)
-    # ring all-reduce traffic per rank = 2 (W-1)/W x the gradient bytes reduced (W = 2 learners)
-    reduced = sum(c.bytes for c in grad)
-    assert abs(reduced - comm["allreduce_bytes"]) <= 0.1 * comm["allreduce_bytes"], (reduced, comm)
+    _assert_explained_exactly(cross, res)
     loop.close()
 
 
@@ -188,11 +191,8 @@ def test_explain_bytes_with_ppo_learn():
     assert [c.kind for c in cross].count("gradients") == 1
     res = run(g, pol, iterations=3, factory=f)
     assert wait_no_children() == []
-    comm = res.extra["comm"]
-    actors_bytes = sum(c.bytes for c in cross if c.kind != "gradients")
-    reduced = sum(c.bytes for c in cross if c.kind == "gradients")  # 2 (W-1)/W = 1 for W = 2
-    assert abs(actors_bytes - comm["bytes"]) <= 0.1 * comm["bytes"], (actors_bytes, comm)
-    assert abs(reduced - comm["allreduce_bytes"]) <= 0.1 * comm["allreduce_bytes"], (reduced, comm)
+    _assert_explained_exactly(cross, res)
+    assert res.extra["comm"]["allreduce_calls"] == 4  # 2 epochs x 2 minibatches, each all-reduced
     assert loop.rollout.frames == 3 * 2 * 4 * 16
     loop.close()
 
@@ -216,27 +216,35 @@ def test_failing_actor_of_another_learner_is_reported():
     loop.close()
 
 
-def test_obs_norm_statistics_merged_over_learners():
-    """Every learner folds its actors' running statistics in, then the learners merge theirs."""
-    from torchfrag.policies import PPOFactory
+ML_NORM = {"name": "multi_learner", "learners": 2, "actors_per_learner": 1}
+#: learner 1 is worker1; learner 0's actor is worker2, learner 1's worker3 (learner_layout)
+ML_WORKERS = {"workers": ("worker2", "worker3"), "learners": ("worker1",)}
 
-    cfg = {"num_envs": 4, "steps": 16, "minibatch_size": 32, "epochs": 1, "obs_norm": True}
-    f = PPOFactory("CartPole-v1", cfg, exploration="mode")
-    local = f()
-    run(capture(local), "local", iterations=3)
-    placed, _ = _run(f, {"name": "multi_learner", "learners": 2, "actors_per_learner": 1}, 3)
-    mine, ref = placed.rollout.produced_state(), local.rollout.produced_state()
-    count = next(k for k in ref if "count" in k)
-    # the driver's statistics count the frames of both learners' actors (twice local's 4 x 16 x 3),
-    # plus the reset observations each side normalised (trajectory-dependent, well below a quarter;
-    # one learner's statistics lost would halve the count)
-    frames = 4 * 16 * 3
-    assert frames <= int(ref[count]) <= 1.25 * frames, (mine[count], ref[count])
-    assert 2 * frames <= int(mine[count]) <= 2 * 1.25 * frames, (mine[count], ref[count])
-    # CartPole's observation mean is near 0 with either sign: compare the spread, which is not
-    var = next(k for k in ref if "var" in k)
-    assert 0.3 < float(mine[var].norm() / ref[var].norm()) < 3.0, (mine[var], ref[var])
-    placed.close(), local.close()
+
+def test_obs_norm_statistics_merged_over_learners():
+    """Exact, after every iteration: every learner folds its actors' running statistics in, then
+    the learners merge theirs; the driver's statistics and learner 1's are those recomputed from
+    every observation both learners' actors' envs produced (test_placement_engine's check)."""
+    from test_placement_engine import _checked_obs_norm_run
+
+    _checked_obs_norm_run(ML_NORM, 3, **ML_WORKERS)
+
+
+def test_obs_norm_merge_losing_a_learner_is_caught(monkeypatch):
+    """Negative control: a driver that takes part in the learners' merge but keeps its own
+    statistics (learner 1's actors' observations lost) fails the check."""
+    from torchfrag.runtime.replicated_learners import LearnerActors
+    from torchfrag.runtime.state_sync import allreduce_produced
+    from test_placement_engine import _checked_obs_norm_run
+
+    def keeps_its_own(self, frag, base):
+        mine = {k: v.detach().clone() for k, v in frag.produced_state().items()}
+        allreduce_produced(frag, base)  # still paired with learner 1's collective
+        frag.load_produced_state(mine)
+
+    monkeypatch.setattr(LearnerActors, "reduce_produced", keeps_its_own)
+    with pytest.raises(AssertionError, match="driver's count after iteration 0"):
+        _checked_obs_norm_run(ML_NORM, 1, **ML_WORKERS)
 
 
 def test_dqn_user_loop_epsilon_reaches_the_learners_actors():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import torch
@@ -126,12 +127,76 @@ def _check_counts(loop: CountedLoop, i: int, per_iteration: int = FRAMES) -> Non
     assert int(loop.norm.count) == total, (i, int(loop.norm.count), total)
 
 
-def _run_checked(policy, iterations: int, check) -> CountedLoop:
-    loop = CountedFactory()()
-    run(capture(loop), policy, iterations=iterations, factory=CountedFactory(),
+def _run_checked(policy, iterations: int, check, factory=None) -> nn.Module:
+    """Runs ``factory``'s loop (default: :class:`CountedFactory`) under ``policy``, calling
+    ``check(loop, i)`` after every iteration; no process may be left behind."""
+    factory = factory or CountedFactory()
+    loop = factory()
+    run(capture(loop), policy, iterations=iterations, factory=factory,
         hooks=[lambda i, _out, _g: check(loop, i)])
     assert wait_no_children() == []
     return loop
+
+
+def _copied(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in state.items()}
+
+
+def worker_state(nodes: list[str]) -> dict[str, dict[str, torch.Tensor]]:
+    """On a worker: the shared state (parameters, buffers, produced state) of its loop's ``nodes``."""
+    from torchfrag.runtime.worker import WORKER
+
+    loop = WORKER["loop"]
+    return {n: _copied(loop.get_submodule(n).shared_state()) for n in nodes}
+
+
+class ActorsAgree:
+    """A check, after every iteration, that the actors ran with the driver's state and gave theirs back.
+
+    For every actor (worker name -> the nodes it runs): each parameter and buffer of its
+    fragments equals the driver's at the start of the iteration (what the request carried; the
+    learner steps after), and the driver's produced state is its start plus every actor's
+    increment, exactly (the fragments here merge by adding increments). A stale actor, or a
+    merge that loses or double-counts an increment, fails it.
+
+    Args:
+        factory: The run's factory; a fresh loop of it (seeded) holds the state the driver's
+            loop starts from.
+        workers: Worker name -> the nodes it runs.
+    """
+
+    def __init__(self, factory: Any, workers: dict[str, list[str]]) -> None:
+        self.workers = workers
+        fresh = factory()
+        self.start = self._driver(fresh)
+        fresh.close()
+        self.checked = 0
+
+    def _driver(self, loop: nn.Module) -> dict[str, dict[str, torch.Tensor]]:
+        nodes = {n for chain in self.workers.values() for n in chain}
+        return {n: _copied(loop.get_submodule(n).shared_state()) for n in nodes}
+
+    def __call__(self, loop: nn.Module, i: int) -> None:
+        from torch.distributed import rpc
+
+        now = self._driver(loop)
+        added: dict[tuple[str, str], torch.Tensor] = {}
+        for worker, chain in self.workers.items():
+            theirs = rpc.rpc_sync(worker, worker_state, args=(chain,))
+            for node in chain:
+                assert theirs[node].keys() == self.start[node].keys(), (worker, node)
+                for key, start in self.start[node].items():
+                    got = theirs[node][key]
+                    if key.startswith("produced."):
+                        added[node, key] = added.get((node, key), 0) + (got - start)
+                    else:
+                        assert torch.equal(got, start), f"iteration {i}: {worker} ran {node}.{key} stale"
+        for (node, key), increment in added.items():
+            expected = self.start[node][key] + increment
+            torch.testing.assert_close(now[node][key], expected, rtol=1e-12, atol=1e-9,
+                                       msg=f"iteration {i}: {node}.{key} is not the sum of the actors' increments")
+        self.start = now
+        self.checked += 1
 
 
 def _local_states(iterations: int) -> list[dict[str, torch.Tensor]]:

@@ -29,17 +29,68 @@ from torchfrag.policies.base import (
     rollout_nodes,
 )
 
-__all__ = ["ActorPoolsPolicy", "as_actors", "check_pools", "pool_groups", "pool_placement"]
+__all__ = ["POOL_MEMBERS", "ActorPoolsPolicy", "as_actors", "check_pools", "composed_kind", "pool_executor",
+           "pool_groups", "pool_placement"]
 
 #: The executor kind of an actor pool group.
 POOL_EXECUTOR = "actor_pools"
+#: Executor a group may name to be one pool of a mixed placement -> the executor that runs that
+#: pool (``actor_pools`` itself: a synchronous pool). Groups naming any of these may hold
+#: fragments side by side; the placement is then run by ``actor_pools``, each pool by its own.
+POOL_MEMBERS = {POOL_EXECUTOR: "replicated_rollout", "replicated_rollout": "replicated_rollout",
+                "async_replicated_rollout": "async_replicated_rollout"}
 
 
 def pool_groups(policy: Policy) -> list[str]:
-    """The groups of ``policy`` that are actor pools (executor ``actor_pools``), in declared order."""
+    """The groups of ``policy`` that are actor pools, in declared order.
+
+    A pool is a group whose executor is ``actor_pools``; in a policy with no such group but
+    several rollout groups (executors ``replicated_rollout`` / ``async_replicated_rollout``
+    side by side, see :func:`composed_kind`) each of those is a pool too.
+    """
     from torchfrag.policies.groups import policy_groups
 
-    return [g.name for g in policy_groups(policy).values() if g.executor == POOL_EXECUTOR]
+    groups = [g for g in policy_groups(policy).values() if g.executor in POOL_MEMBERS]
+    if any(g.executor == POOL_EXECUTOR for g in groups) or len(groups) > 1:
+        return [g.name for g in groups]
+    return []
+
+
+def pool_executor(policy: Policy, role: str) -> str:
+    """The executor kind that runs pool ``role`` (``replicated_rollout`` or its async form)."""
+    from torchfrag.policies.groups import policy_groups
+
+    return POOL_MEMBERS[policy_groups(policy)[role].executor]
+
+
+def composed_kind(policy: Policy, kinds: dict[str, str]) -> str:
+    """The executor of a placement whose fragment-holding groups name different executors.
+
+    Rollout pools compose: groups naming ``replicated_rollout``, ``async_replicated_rollout``
+    or ``actor_pools`` run together under ``actor_pools``, each pool with its own executor
+    (say a synchronous pool for the training rollout beside an asynchronous one for an
+    evaluation rollout). Any other pair is refused.
+
+    Args:
+        policy: The policy (for messages).
+        kinds: Group -> executor kind, for the groups holding fragments (at least two kinds).
+
+    Raises:
+        PolicyError: Two groups name executors that do not compose (one line, naming both).
+
+    Example:
+        >>> from torchfrag.policies import as_policy
+        >>> composed_kind(as_policy("actors"), {"a": "replicated_rollout", "b": "async_replicated_rollout"})
+        'actor_pools'
+    """
+    if all(k in POOL_MEMBERS for k in kinds.values()):
+        return POOL_EXECUTOR
+    g1 = next(g for g, k in kinds.items() if k not in POOL_MEMBERS)
+    g2 = next(g for g, k in kinds.items() if k != kinds[g1])
+    raise PolicyError(f"policy {policy.name}: group {g1!r} (executor {kinds[g1]}) and group {g2!r} "
+                      f"(executor {kinds[g2]}) "
+                      f"cannot run in one placement: only rollout pools ({', '.join(POOL_MEMBERS)}) compose; "
+                      f"put those fragments on groups of one executor")
 
 
 def as_actors(policy: Policy, role: str) -> ActorsPolicy:
@@ -66,7 +117,8 @@ def check_pools(placement: Placement) -> None:
     policy, graph = placement.policy, placement.graph
     pools = pool_groups(policy)
     if not pools:
-        raise PolicyError(f"policy {policy.name}: no group is an actor pool (executor {POOL_EXECUTOR})")
+        raise PolicyError(f"policy {policy.name}: no group is an actor pool (executor {POOL_EXECUTOR}, or "
+                          f"several groups naming {' / '.join(list(POOL_MEMBERS)[1:])})")
     found = rollout_nodes(graph)
     for role in pools:
         held = placement.nodes_of(role)

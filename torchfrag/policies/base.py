@@ -799,16 +799,21 @@ class Placement:
     def declared_kind(self) -> str:
         """The executor kind the groups holding fragments declare (empty: none declares one).
 
+        Groups naming different executors compose only when all are rollout pools
+        (:func:`~torchfrag.policies.actor_pools.composed_kind`: run by ``actor_pools``, each
+        pool by its own executor).
+
         Raises:
-            PolicyError: Two of those groups declare different executors.
+            PolicyError: Two of those groups declare executors that do not compose.
         """
+        from torchfrag.policies.actor_pools import POOL_MEMBERS, composed_kind
         from torchfrag.policies.groups import policy_groups
 
         groups = policy_groups(self.policy)
         kinds = {g: groups[g].executor for g in self.groups_holding() if groups[g].executor}
-        if len(set(kinds.values())) > 1:
-            raise PolicyError(f"policy {self.policy.name}: the groups that hold fragments name different "
-                              f"executors ({kinds}); one executor runs a placement")
+        # two rollout groups are two pools even when they name the same executor
+        if len(set(kinds.values())) > 1 or (len(kinds) > 1 and set(kinds.values()) <= set(POOL_MEMBERS)):
+            return composed_kind(self.policy, kinds)
         return next(iter(kinds.values()), "")
 
     @property

@@ -198,8 +198,12 @@ def _actor_envs(placement: Placement, node: str) -> tuple[int, int]:
     return n_act, envs
 
 
-def replicated_rollout_crossings(placement: Placement) -> list[Crossing]:
-    """The actors' batches in, their fragments' state out, the state they produced merged back."""
+def replicated_rollout_crossings(placement: Placement, in_flight: int | None = None) -> list[Crossing]:
+    """The actors' batches in, their fragments' state out, the state they produced merged back.
+
+    ``in_flight``: requests each actor is sent ahead at the start (asynchronous actors: option
+    ``prefetch``); ``None`` reads it from the placement (0 unless its kind is asynchronous).
+    """
     graph = placement.graph
     chain = [n for n, r in placement.roles.items() if r != "learner"]
     node, role = chain[0], placement.roles[chain[0]]
@@ -227,7 +231,7 @@ def replicated_rollout_crossings(placement: Placement) -> list[Crossing]:
         out.append(Crossing(f"{', '.join(holders)}@{where}", f"{', '.join(holders)}@learner", "merge",
                             "produced state merged back (running statistics)", 0, made,
                             made + n_act * _overhead(produced)))
-    out.append(_state_crossing(placement, chain, where, n_act))
+    out.append(_state_crossing(placement, chain, where, n_act, in_flight))
     return out
 
 
@@ -267,8 +271,13 @@ def replay_crossings(placement: Placement) -> list[Crossing]:
     ]
 
 
-def _state_crossing(placement: Placement, chain: list[str], where: str, n_act: int) -> Crossing:
-    """The state of the actors' fragments, packed and sent with the request every ``sync_every`` it."""
+def _state_crossing(placement: Placement, chain: list[str], where: str, n_act: int,
+                    in_flight: int | None = None) -> Crossing:
+    """The state of the actors' fragments, packed and sent with the request every ``sync_every`` it.
+
+    ``in_flight``: requests (each with the state) sent ahead to every actor at the start; ``None``:
+    option ``prefetch`` when the placement's kind is asynchronous, else none.
+    """
     from torchfrag.runtime.state_sync import pack_state
 
     graph = placement.graph
@@ -280,9 +289,9 @@ def _state_crossing(placement: Placement, chain: list[str], where: str, n_act: i
     owners = sorted({s.src for s in graph.shared if s.kind == "weights" and s.dst in chain
                      and s.src not in chain})
     src = f"{', '.join(owners)}@learner" if owners else "learner"
-    once = 0
-    if placement.kind == "async_replicated_rollout":  # the requests kept in flight from the start
-        once = state * n_act * int(placement.option("prefetch", 1))
+    if in_flight is None:  # the requests kept in flight from the start
+        in_flight = int(placement.option("prefetch", 1)) if placement.kind == "async_replicated_rollout" else 0
+    once = state * n_act * in_flight
     return Crossing(src, f"{', '.join(chain)}@{where}", "state",
                     f"{n_tensors} tensors: parameters, buffers, produced state (every {every} it.)",
                     0, state * n_act // every, (state + _overhead((packed, 0))) * n_act // every, once)

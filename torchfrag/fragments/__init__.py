@@ -22,6 +22,7 @@ from torchfrag.fragments.base import Fragment, Wrap, wrap
 from torchfrag.fragments.env import EnvReset, EnvStep
 from torchfrag.fragments.learn import Learn
 from torchfrag.fragments.replay import ReplaySample, ReplayWrite
+from torchfrag.fragments.replica_state import per_replica
 from torchfrag.fragments.rollout import Collect, EpisodeStats, Rollout, RolloutStep
 
 __all__ = [
@@ -38,5 +39,6 @@ __all__ = [
     "Rollout",
     "RolloutStep",
     "Wrap",
+    "per_replica",
     "wrap",
 ]

@@ -11,6 +11,8 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey, unravel_key_list
 from torch import nn
 
+from torchfrag.fragments.replica_state import per_replica_keys
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["Fragment", "GradientSyncOptimizer", "Wrap", "wrap", "merge_states"]
@@ -195,7 +197,8 @@ class Fragment(TensorDictModuleBase):
         """Every tensor a copy of this fragment in another process needs to behave as this one.
 
         The default is the full ``state_dict`` (parameters *and* buffers: an epsilon, running
-        statistics, BatchNorm statistics) of every module the fragment owns or reads, plus
+        statistics, BatchNorm statistics) of every module the fragment owns or reads, less the
+        buffers marked each replica's own (:func:`~torchfrag.fragments.per_replica`), plus
         :meth:`produced_state`. Override (and call ``super()``) to add non-module state.
         The returned tensors are the live ones (no copies): :meth:`load_shared_state`
         writes into them.
@@ -206,8 +209,9 @@ class Fragment(TensorDictModuleBase):
             if id(m) in seen:
                 continue
             seen.add(id(m))
+            own = per_replica_keys(m)
             for k, v in m.state_dict(keep_vars=True).items():
-                if isinstance(v, torch.Tensor):
+                if isinstance(v, torch.Tensor) and k not in own:
                     out[f"m{i}.{k}"] = v
         out.update({f"produced.{k}": v for k, v in self.produced_state().items()})
         return out

@@ -244,12 +244,15 @@ class _MetricSums:
             vals = [(k, v) for k, v in out.items() if isinstance(v, torch.Tensor) and v.numel() == 1]
             row = [v for _, v in vals] + [total, grad_norm]
             keys = [k for k, _ in vals]
-            if (not self.sums and (self.keys is None or keys == self.keys)
-                    and all(v.dim() == 0 and v.dtype is torch.float32 and v.device == total.device
-                            for v in row)):
-                self.keys = keys
-                self.rows.append(torch.stack(row))
-                return
+            if not self.sums and (self.keys is None or keys == self.keys):
+                try:  # one row when every entry is a 0-dim tensor on one device
+                    stacked = torch.stack(row)
+                except RuntimeError:
+                    stacked = None
+                if stacked is not None and stacked.dim() == 1 and stacked.dtype is torch.float32:
+                    self.keys = keys
+                    self.rows.append(stacked)
+                    return
             self._spill()
             for k, v in vals:
                 v = v.detach().reshape(()).float()

@@ -27,6 +27,10 @@ also measured where nothing else varies: the same loop shape with fragments that
 work, run as direct ``forward`` calls, as the eager loop and under ``run`` (the local
 executor), many thousand iterations each; the executor's microseconds per iteration over
 the eager loop, divided by a PPO iteration's CPU time, is its share of the iteration.
+The same is done one level down, for the per-env-step dispatch inside a Rollout's body
+(act, then env step): direct ``forward`` calls, the captured fx code calling each fragment
+as a module, and the step Rollout runs (:func:`torchfrag.graph.direct.direct_forward`).
+Where the rest of the time goes: ``docs/benchmarks.md``, "Executor overhead".
 
 Run: ``python -m benchmarks.fragment_overhead`` (writes
 ``benchmarks/results/fragment_overhead.{txt,json,png}``).

@@ -27,6 +27,10 @@ also measured where nothing else varies: the same loop shape with fragments that
 work, run as direct ``forward`` calls, as the eager loop and under ``run`` (the local
 executor), many thousand iterations each; the executor's microseconds per iteration over
 the eager loop, divided by a PPO iteration's CPU time, is its share of the iteration.
+The same is done one level down, for the per-env-step dispatch inside a Rollout's body
+(act, then env step): direct ``forward`` calls, the captured fx code calling each fragment
+as a module, and the step Rollout runs (:func:`torchfrag.graph.direct.direct_forward`).
+Where the rest of the time goes: ``docs/benchmarks.md``, "Executor overhead".
 
 Run: ``python -m benchmarks.fragment_overhead`` (writes
 ``benchmarks/results/fragment_overhead.{txt,json,png}``).
@@ -220,6 +224,80 @@ def dispatch_cost(iterations: int = 20000, repeats: int = 9) -> dict[str, float]
     return {k: median(v) for k, v in per.items()}
 
 
+class _StepAct(Fragment):
+    """Stands in for the act fragment of a rollout's body: returns its input."""
+
+    def __init__(self) -> None:
+        super().__init__(["x"], ["x"])
+
+    def forward(self, tensordict):
+        return tensordict
+
+
+class _StepEnv(Fragment):
+    """Stands in for the env step: returns (transition, carry), both its input."""
+
+    impure = True
+
+    def __init__(self) -> None:
+        super().__init__(["x"], ["x"])
+
+    def num_outputs(self) -> int:
+        return 2
+
+    def output_keys(self, available):
+        return [available, available]
+
+    def forward(self, tensordict):
+        return tensordict, tensordict
+
+
+class _StepBody(nn.Module):
+    """A Rollout body's shape (act, then env step) with fragments that do no work."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.act, self.env_step = _StepAct(), _StepEnv()
+
+    def forward(self, carry):
+        carry = self.act(carry)
+        transition, carry = self.env_step(carry)
+        return transition, carry
+
+
+def step_dispatch_cost(steps: int = 20000, repeats: int = 9) -> dict[str, float]:
+    """Microseconds of CPU per env step that a Rollout's body adds around its two fragments.
+
+    ``direct``: the fragments' ``forward`` called by hand; ``generated``: the captured body's
+    fx code (``nn.Module.__call__`` per fragment, what Rollout ran before); ``rollout``: what
+    :class:`~torchfrag.fragments.Rollout` runs per step now
+    (:func:`torchfrag.graph.direct.direct_forward`).
+    """
+    from torchfrag.graph.direct import direct_forward
+
+    body = _StepBody()
+    gm = capture(body, in_keys=["x"]).module
+    act, env = body.act.forward, body.env_step.forward
+    td = TensorDict(x=torch.zeros(4), batch_size=[4])
+
+    def loop(step):
+        def go():
+            carry = td
+            for _ in range(steps):
+                _, carry = step(carry)
+        return go
+
+    sides = {"direct": loop(lambda c: env(act(c))), "generated": loop(gm.forward),
+             "rollout": loop(direct_forward(gm))}
+    per: dict[str, list[float]] = {k: [] for k in sides}
+    for r in range(repeats):
+        for name in (list(sides) if r % 2 == 0 else list(sides)[::-1]):
+            c0 = time.process_time()
+            sides[name]()
+            per[name].append((time.process_time() - c0) / steps * 1e6)
+    return {k: median(v) for k, v in per.items()}
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--iterations", type=int, default=1, help="PPO iterations per block")
@@ -285,11 +363,20 @@ def main(argv: list[str] | None = None) -> dict:
              f"executor adds {dispatch['graph'] - dispatch['eager']:+.1f} us to the eager loop = "
              f"{100 * executor_share:+.4f}% of a {per_iter_us / 1000:.0f} ms PPO iteration")
     print(line2)
+    step = step_dispatch_cost()
+    steps_per_iter = args.steps
+    line3 = (f"rollout body per env step (fragments doing no work): direct forwards {step['direct']:.2f} us, "
+             f"fx code with module calls {step['generated']:.2f} us, Rollout's step now {step['rollout']:.2f} us: "
+             f"{step['rollout'] - step['direct']:+.2f} us x {steps_per_iter} steps = "
+             f"{100 * (step['rollout'] - step['direct']) * steps_per_iter / per_iter_us:+.2f}% of an iteration "
+             f"(module calls: {100 * (step['generated'] - step['direct']) * steps_per_iter / per_iter_us:+.2f}%)")
+    print(line3)
     os.makedirs(RESULTS_DIR, exist_ok=True)
     with open(os.path.join(RESULTS_DIR, "fragment_overhead.txt"), "w") as f:
-        f.write(text + "\n" + line + "\n" + line2 + "\n")
+        f.write(text + "\n" + line + "\n" + line2 + "\n" + line3 + "\n")
     payload = {"config": vars(args), "summary": summary, "verdict": verdict,
-               "dispatch_us_per_iteration": dispatch, "executor_share_of_iteration": executor_share,
+               "dispatch_us_per_iteration": dispatch,
+               "rollout_step_dispatch_us": step, "executor_share_of_iteration": executor_share,
                "blocks_cpu_wall_s": blocks, "loadavg": list(os.getloadavg()), "machine": machine_info()}
     write_json("fragment_overhead", payload)
     plot(summary, blocks)

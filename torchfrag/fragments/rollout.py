@@ -15,6 +15,7 @@ from torchrl.envs.utils import set_exploration_type
 from torchfrag.fragments.act import Act
 from torchfrag.fragments.base import Fragment
 from torchfrag.fragments.env import EnvStep, env_carry_keys, env_next_keys
+from torchfrag.graph.direct import direct_forward
 
 logger = logging.getLogger(__name__)
 
@@ -211,8 +212,9 @@ class Rollout(Fragment):
         carry = tensordict if tensordict is not None else self._carry
         if carry is None:
             carry = self.env.reset()
-        # the captured body's generated code, called directly (no nn.Module dispatch)
-        step = self.body_graph.module.forward
+        # the captured body's generated code, called directly, its fragments' forwards too
+        # (no nn.Module dispatch where it would do nothing: checked once per call, not per step)
+        step = direct_forward(self.body_graph.module)
         out = []
         with torch.no_grad(), set_exploration_type(self._itype):
             for _ in range(self.steps):

@@ -1,0 +1,137 @@
+"""The in-process fast paths give what the plain paths give.
+
+* a Rollout's body runs its fragments' ``forward`` directly (:func:`torchfrag.graph.direct.direct_forward`):
+  same transitions and carried env state as calling the fragments as modules, and a hook,
+  a compiled call or a replaced forward still takes the module path;
+* ``Learn``'s metrics summed by one stack per minibatch equal the per-minibatch means;
+* key checks stay at capture time.
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+
+from torchfrag import capture
+from torchfrag.envs import PoolEnv
+from torchfrag.fragments import Fragment, Learn, Rollout
+from torchfrag.graph import MissingKeyError
+from torchfrag.graph.direct import direct_forward
+
+
+def _rollout(seed: int = 0) -> Rollout:
+    torch.manual_seed(seed)
+    env = PoolEnv("CartPole-v1", num_envs=3, seed=seed)
+    logits = TensorDictModule(nn.Linear(4, 2), ["observation"], ["logits"])
+
+    class Greedy(Fragment):  # a user act fragment written here: argmax of a linear layer
+        def __init__(self) -> None:
+            super().__init__(["observation"], ["action"], reads=logits)
+            self.logits = logits
+
+        def forward(self, td):
+            return td.set("action", self.logits(td)["logits"].argmax(-1))
+
+    return Rollout(Greedy(), env, steps=40)
+
+
+def _module_path(gm) -> None:
+    """Makes the body's fragments take nn.Module.__call__ (a hook that does nothing)."""
+    for mod in gm.children():
+        mod.register_forward_hook(lambda *_: None)
+
+
+def test_rollout_direct_steps_equal_module_calls():
+    fast, slow = _rollout(), _rollout()
+    gm = slow.body_graph.module
+    _module_path(gm)
+    assert isinstance(direct_forward(fast.body_graph.module), functools.partial)  # the fast path is taken
+    assert direct_forward(gm).args[0].act is gm.act  # a hooked fragment is called as a module
+    for _ in range(3):  # the env state carries over between calls
+        a, b = fast(), slow()
+        assert set(a.keys(True, True)) == set(b.keys(True, True))
+        for key in a.keys(True, True):
+            assert torch.equal(a[key], b[key]), key
+    assert torch.equal(fast._carry["observation"], slow._carry["observation"])
+    assert fast.frames == slow.frames == 3 * 3 * 40
+    assert fast.stats.pop() == slow.stats.pop()
+    fast.env.close()
+    slow.env.close()
+
+
+def test_direct_forward_keeps_hooks_compiled_calls_and_replaced_forwards():
+    rollout = _rollout()
+    gm = rollout.body_graph.module
+    plain = direct_forward(gm)
+    assert plain != gm.forward and plain.args[0].act == gm.act.forward  # bound forward, no dispatch
+    calls = []
+    handle = gm.act.register_forward_pre_hook(lambda mod, args: calls.append(1))
+    rollout()
+    assert len(calls) == rollout.steps  # a hook registered between calls runs on every step
+    handle.remove()
+    gm.env_step._compiled_call_impl = gm.env_step._call_impl  # what single_device's compile sets
+    assert direct_forward(gm).args[0].env_step is gm.env_step  # called as a module
+    gm.env_step._compiled_call_impl = None
+    seen = []
+    gm.forward = lambda carry: seen.append(1) or type(gm).forward(gm, carry)  # as fuse_rollout does
+    rollout()
+    assert len(seen) == rollout.steps
+    del gm.forward
+    rollout.env.close()
+
+
+class _Recorder(nn.Module):
+    """An MSE loss that records the scalars it returns, to average them by hand."""
+
+    def __init__(self, dtype: torch.dtype = torch.float32, shape: tuple = ()) -> None:
+        super().__init__()
+        self.net = nn.Linear(2, 1).to(dtype)
+        self.in_keys, self.out_keys = ["x", "y"], ["loss_mse", "bias"]
+        self.dtype, self.shape, self.seen = dtype, shape, []
+
+    def forward(self, td):
+        loss = ((self.net(td["x"].to(self.dtype)) - td["y"].to(self.dtype)) ** 2).mean()
+        bias = self.net.bias.detach().reshape(self.shape).clone()
+        self.seen.append((float(loss.detach()), float(bias.sum())))
+        return TensorDict(loss_mse=loss.reshape(self.shape), bias=bias)
+
+
+@pytest.mark.parametrize("dtype,shape", [(torch.float32, ()), (torch.float64, (1,))])
+def test_learn_metrics_are_the_minibatch_means(dtype, shape):
+    torch.manual_seed(0)
+    x = torch.randn(96, 2)
+    data = TensorDict(x=x, y=x @ torch.tensor([[1.0], [-2.0]]), batch_size=[96])
+    loss = _Recorder(dtype, shape)
+    learn = Learn(loss, lr=0.05, epochs=3, minibatch_size=32)
+    out = learn(data)
+    assert len(loss.seen) == 9
+    assert float(out["loss_mse"]) == pytest.approx(sum(s[0] for s in loss.seen) / 9, rel=1e-5)
+    assert float(out["loss"]) == pytest.approx(sum(s[0] for s in loss.seen) / 9, rel=1e-5)
+    assert float(out["bias"]) == pytest.approx(sum(s[1] for s in loss.seen) / 9, rel=1e-5, abs=1e-7)
+    assert out["loss_mse"].dtype == torch.float32 and float(out["grad_norm"]) > 0
+
+
+def test_missing_key_still_found_at_capture():
+    class Needs(Fragment):
+        def __init__(self) -> None:
+            super().__init__(["absent"], ["y"])
+
+        def forward(self, td):
+            return td.set("y", td["absent"])
+
+    class Loop(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rollout, self.needs = _rollout(), Needs()
+
+        def forward(self):
+            return self.needs(self.rollout())
+
+    loop = Loop()
+    with pytest.raises(MissingKeyError, match="absent"):
+        capture(loop)
+    loop.rollout.env.close()

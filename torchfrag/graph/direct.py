@@ -1,0 +1,92 @@
+"""A captured graph's generated code with its fragments' ``forward`` called directly.
+
+``torch.fx`` generates ``self.act(carry)`` for every fragment node: each call goes through
+``nn.Module.__call__`` (``_wrapped_call_impl`` -> ``_call_impl``, which checks for hooks and
+compilation) and ``nn.Module.__getattr__`` (a child module is not an instance attribute).
+Inside a :class:`~torchfrag.fragments.Rollout`, whose body runs once per env step, that is
+about 3-6 us a step for two fragments (see ``docs/benchmarks.md``, "Executor overhead").
+:func:`direct_forward` checks once, before the steps run, that nothing needs that path
+(no hook on any fragment or globally, no ``torch.compile``-d call) and then runs the same
+generated code with each fragment bound to its ``forward``; anything else (a module that
+is not a :class:`~torchfrag.fragments.Fragment`, a hook, a compiled call, a nested or
+``get_attr`` target) is called as the graph would call it.
+
+Hooks registered while the returned callable runs are not seen by it: a caller takes a
+fresh one whenever hooks could have changed (a :class:`~torchfrag.fragments.Rollout` takes
+one per call).
+"""
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable
+from typing import Any
+
+from torch import fx, nn
+from torch.nn.modules import module as _module
+
+__all__ = ["direct_forward"]
+
+
+def _global_hooks() -> bool:
+    """Whether any module hook is registered globally (``register_module_forward_hook``, ...)."""
+    return bool(_module._global_forward_hooks or _module._global_forward_pre_hooks
+                or _module._global_backward_hooks or _module._global_backward_pre_hooks)
+
+
+def _plain(mod: nn.Module) -> bool:
+    """Whether ``mod(...)`` is exactly ``mod.forward(...)`` (no hooks, no compiled call)."""
+    return not (mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks
+                or mod._backward_pre_hooks or getattr(mod, "_compiled_call_impl", None) is not None)
+
+
+def direct_forward(gm: fx.GraphModule) -> Callable[..., Any]:
+    """``gm.forward`` with every plain fragment node calling the fragment's ``forward`` directly.
+
+    Same arguments, same results and the same calls in the same order as ``gm.forward``;
+    only ``nn.Module.__call__``'s dispatch is skipped, where it would do nothing. Returns
+    ``gm.forward`` itself when the graph has a node this does not handle or ``gm.forward``
+    was replaced on the instance (:func:`torchfrag.runtime.fused.fuse_rollout`).
+
+    Args:
+        gm: A captured graph's module (``FragmentGraph.module``).
+
+    Returns:
+        A callable taking ``gm.forward``'s arguments.
+
+    Example:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from torchfrag import capture
+        >>> from torchfrag.fragments import Fragment
+        >>> class Inc(Fragment):
+        ...     def __init__(self):
+        ...         super().__init__(["x"], ["x"])
+        ...     def forward(self, td):
+        ...         return td.set("x", td["x"] + 1)
+        >>> class Loop(torch.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.a, self.b = Inc(), Inc()
+        ...     def forward(self, td):
+        ...         return self.b(self.a(td))
+        >>> step = direct_forward(capture(Loop(), in_keys=["x"]).module)
+        >>> int(step(TensorDict(x=torch.tensor(0)))["x"])
+        2
+    """
+    from torchfrag.fragments.base import Fragment
+
+    if _global_hooks() or "forward" in gm.__dict__:  # an instance forward (a fused rollout) wins
+        return gm.forward
+    bound: dict[str, Any] = {}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" or (node.op == "call_module" and "." in str(node.target)):
+            return gm.forward
+        if node.op == "call_module" and node.target not in bound:
+            mod = gm._modules.get(node.target)
+            if mod is None:
+                return gm.forward
+            bound[node.target] = mod.forward if isinstance(mod, Fragment) and _plain(mod) else mod
+    # The generated function reads only these attributes of `self`; a namespace holding them
+    # (bound forwards or the modules themselves) stands in for the GraphModule.
+    return functools.partial(type(gm).forward, types.SimpleNamespace(**bound))

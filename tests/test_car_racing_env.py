@@ -168,10 +168,43 @@ def test_spaces_and_faces_match_gymnasium() -> None:
     ({"continuous": "yes"}, "continuous"),
     ({"domain_randomize": 2}, "domain_randomize"),
     ({"hardcore": True}, "hardcore"),
+    ({"frame_skip": 0}, "frame_skip"),
+    ({"frame_skip": 2.5}, "frame_skip"),
 ])
 def test_bad_options_are_refused(options: dict, match: str) -> None:
     with pytest.raises((ValueError, TypeError, KeyError), match=match):
         make("CarRacing-v3", num_envs=1, **options)
+
+
+@pytest.mark.parametrize("env_id", ["CarRacing-v3", "CarRacing-v2"])
+def test_frame_skip_repeats_the_action_and_sums_the_rewards(env_id: str) -> None:
+    """frame_skip=4 is four frame_skip=1 steps with the same action: the same picture after the
+    fourth and the four rewards summed; an episode that ends inside the repeat ends there (a
+    lap that completes at the first frame, as test_lap_completion_ends_the_episode makes it)."""
+    rng = np.random.default_rng(3)
+    skip = 4
+    with make(env_id, num_envs=1, seed=5) as one, \
+            make(env_id, num_envs=1, seed=5, frame_skip=skip) as four:
+        np.testing.assert_array_equal(one.reset()[0], four.reset()[0])
+        for _ in range(60):
+            action = _action(rng, True)[None]
+            total = 0.0
+            for _ in range(skip):
+                obs1, rew1, term1, trunc1, _ = one.step(action)
+                total += float(rew1[0])
+            obs4, rew4, term4, trunc4, _ = four.step(action)
+            assert not (term1[0] or trunc1[0] or term4[0] or trunc4[0])
+            assert rew4[0] == pytest.approx(total, rel=1e-9, abs=1e-9)
+            np.testing.assert_array_equal(obs4, obs1)
+    with make(env_id, num_envs=1, seed=0, lap_complete_percent=0.0) as one, \
+            make(env_id, num_envs=1, seed=0, lap_complete_percent=0.0, frame_skip=skip) as four:
+        one.reset(), four.reset()
+        action = np.zeros((1, 3), np.float32)
+        obs1, *ends1, _ = one.step(action)
+        obs4, *ends4, _ = four.step(action)
+    np.testing.assert_array_equal(obs4, obs1)
+    assert [e[0] for e in ends4] == [e[0] for e in ends1] and (ends4[1][0] or ends4[2][0])
+    assert spec(env_id).options["frame_skip"].default == 1
 
 
 def test_bad_actions_are_refused() -> None:
@@ -205,7 +238,7 @@ def test_ppo_preset_composes_and_runs_from_the_cli(tmp_path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "torchfrag.train", "env=CarRacing-v3", "algo.num_envs=2",
          "algo.steps=16", "algo.epochs=1", "algo.minibatch_size=16", "algo.total_frames=96",
-         "+env.options.max_episode_steps=40", "eval_episodes=1", "progress=false", "plot=false",
+         "env.options.max_episode_steps=40", "eval_episodes=1", "progress=false", "plot=false",
          f"hydra.run.dir={run_dir}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

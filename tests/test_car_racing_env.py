@@ -218,10 +218,12 @@ def test_bad_actions_are_refused() -> None:
             pool.step(np.array([[0.0, np.nan, 0.0]], dtype=np.float32))
 
 
-def test_ppo_preset_composes_and_runs_from_the_cli(tmp_path) -> None:
-    """conf/algo_env/ppo_CarRacing-v3.yaml: PPO from pixels (Nature-CNN torso, TanhNormal head)
-    composes for env=CarRacing-v3 and runs a few iterations with evaluation (episodes cut to
-    40 steps so the smoke run stays short)."""
+@pytest.mark.parametrize("continuous", [False, True], ids=["preset", "continuous"])
+def test_ppo_preset_composes_and_runs_from_the_cli(tmp_path, continuous: bool) -> None:
+    """conf/algo_env/ppo_CarRacing-v3.yaml: PPO from pixels (Nature-CNN torso; a categorical head
+    over the preset's 5 discrete actions, or a TanhNormal one with continuous=true) composes for
+    env=CarRacing-v3 with its env options (4 frames per action, 250 actions per episode) and runs
+    a few iterations with evaluation (episodes cut to 40 actions so the smoke run stays short)."""
     import json
     import subprocess
     import sys
@@ -229,8 +231,10 @@ def test_ppo_preset_composes_and_runs_from_the_cli(tmp_path) -> None:
     import torchfrag
     from torchfrag.train import compose_config
 
-    algo = compose_config(["env=CarRacing-v3"]).algo
-    assert (algo.name, algo.steps, algo.lr, algo.gamma, algo.init_scale) == ("ppo", 256, 1e-4, 0.99, 0.5)
+    cfg = compose_config(["env=CarRacing-v3"])
+    algo = cfg.algo
+    assert (algo.name, algo.steps, algo.lr, algo.gamma) == ("ppo", 128, 2.5e-4, 0.99)
+    assert dict(cfg.env.options) == {"continuous": False, "frame_skip": 4, "max_episode_steps": 250}
     run_dir = tmp_path / "run"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(torchfrag.__file__)))
@@ -238,8 +242,8 @@ def test_ppo_preset_composes_and_runs_from_the_cli(tmp_path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "torchfrag.train", "env=CarRacing-v3", "algo.num_envs=2",
          "algo.steps=16", "algo.epochs=1", "algo.minibatch_size=16", "algo.total_frames=96",
-         "env.options.max_episode_steps=40", "eval_episodes=1", "progress=false", "plot=false",
-         f"hydra.run.dir={run_dir}"],
+         "env.options.max_episode_steps=40", f"env.options.continuous={str(continuous).lower()}",
+         "eval_episodes=1", "progress=false", "plot=false", f"hydra.run.dir={run_dir}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -225,10 +225,9 @@ def test_ppo_preset_composes_and_runs_from_the_cli(tmp_path, continuous: bool) -
     env=CarRacing-v3 with its env options (4 frames per action, 250 actions per episode) and runs
     a few iterations with evaluation (episodes cut to 40 actions so the smoke run stays short)."""
     import json
-    import subprocess
-    import sys
 
-    import torchfrag
+    from _cli import run_cli
+
     from torchfrag.train import compose_config
 
     cfg = compose_config(["env=CarRacing-v3"])
@@ -236,15 +235,10 @@ def test_ppo_preset_composes_and_runs_from_the_cli(tmp_path, continuous: bool) -
     assert (algo.name, algo.steps, algo.lr, algo.gamma) == ("ppo", 128, 2.5e-4, 0.99)
     assert dict(cfg.env.options) == {"continuous": False, "frame_skip": 4, "max_episode_steps": 250}
     run_dir = tmp_path / "run"
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(torchfrag.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([pkg_root, env.get("PYTHONPATH", "")])
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchfrag.train", "env=CarRacing-v3", "algo.num_envs=2",
-         "algo.steps=16", "algo.epochs=1", "algo.minibatch_size=16", "algo.total_frames=96",
-         "env.options.max_episode_steps=40", f"env.options.continuous={str(continuous).lower()}",
-         "eval_episodes=1", "progress=false", "plot=false", f"hydra.run.dir={run_dir}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_cli(["env=CarRacing-v3", "algo.num_envs=2", "algo.steps=16", "algo.epochs=1",
+                    "algo.minibatch_size=16", "algo.total_frames=96", "env.options.max_episode_steps=40",
+                    f"env.options.continuous={str(continuous).lower()}", "eval_episodes=1",
+                    "progress=false", "plot=false", f"hydra.run.dir={run_dir}"], cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env"] == "CarRacing-v3" and summary["frames"] == 96

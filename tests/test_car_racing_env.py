@@ -168,10 +168,43 @@ def test_spaces_and_faces_match_gymnasium() -> None:
     ({"continuous": "yes"}, "continuous"),
     ({"domain_randomize": 2}, "domain_randomize"),
     ({"hardcore": True}, "hardcore"),
+    ({"frame_skip": 0}, "frame_skip"),
+    ({"frame_skip": 2.5}, "frame_skip"),
 ])
 def test_bad_options_are_refused(options: dict, match: str) -> None:
     with pytest.raises((ValueError, TypeError, KeyError), match=match):
         make("CarRacing-v3", num_envs=1, **options)
+
+
+@pytest.mark.parametrize("env_id", ["CarRacing-v3", "CarRacing-v2"])
+def test_frame_skip_repeats_the_action_and_sums_the_rewards(env_id: str) -> None:
+    """frame_skip=4 is four frame_skip=1 steps with the same action: the same picture after the
+    fourth and the four rewards summed; an episode that ends inside the repeat ends there (a
+    lap that completes at the first frame, as test_lap_completion_ends_the_episode makes it)."""
+    rng = np.random.default_rng(3)
+    skip = 4
+    with make(env_id, num_envs=1, seed=5) as one, \
+            make(env_id, num_envs=1, seed=5, frame_skip=skip) as four:
+        np.testing.assert_array_equal(one.reset()[0], four.reset()[0])
+        for _ in range(60):
+            action = _action(rng, True)[None]
+            total = 0.0
+            for _ in range(skip):
+                obs1, rew1, term1, trunc1, _ = one.step(action)
+                total += float(rew1[0])
+            obs4, rew4, term4, trunc4, _ = four.step(action)
+            assert not (term1[0] or trunc1[0] or term4[0] or trunc4[0])
+            assert rew4[0] == pytest.approx(total, rel=1e-9, abs=1e-9)
+            np.testing.assert_array_equal(obs4, obs1)
+    with make(env_id, num_envs=1, seed=0, lap_complete_percent=0.0) as one, \
+            make(env_id, num_envs=1, seed=0, lap_complete_percent=0.0, frame_skip=skip) as four:
+        one.reset(), four.reset()
+        action = np.zeros((1, 3), np.float32)
+        obs1, *ends1, _ = one.step(action)
+        obs4, *ends4, _ = four.step(action)
+    np.testing.assert_array_equal(obs4, obs1)
+    assert [e[0] for e in ends4] == [e[0] for e in ends1] and (ends4[1][0] or ends4[2][0])
+    assert spec(env_id).options["frame_skip"].default == 1
 
 
 def test_bad_actions_are_refused() -> None:
@@ -185,29 +218,27 @@ def test_bad_actions_are_refused() -> None:
             pool.step(np.array([[0.0, np.nan, 0.0]], dtype=np.float32))
 
 
-def test_ppo_preset_composes_and_runs_from_the_cli(tmp_path) -> None:
-    """conf/algo_env/ppo_CarRacing-v3.yaml: PPO from pixels (Nature-CNN torso, TanhNormal head)
-    composes for env=CarRacing-v3 and runs a few iterations with evaluation (episodes cut to
-    40 steps so the smoke run stays short)."""
+@pytest.mark.parametrize("continuous", [False, True], ids=["preset", "continuous"])
+def test_ppo_preset_composes_and_runs_from_the_cli(tmp_path, continuous: bool) -> None:
+    """conf/algo_env/ppo_CarRacing-v3.yaml: PPO from pixels (Nature-CNN torso; a categorical head
+    over the preset's 5 discrete actions, or a TanhNormal one with continuous=true) composes for
+    env=CarRacing-v3 with its env options (4 frames per action, 250 actions per episode) and runs
+    a few iterations with evaluation (episodes cut to 40 actions so the smoke run stays short)."""
     import json
-    import subprocess
-    import sys
 
-    import torchfrag
+    from _cli import run_cli
+
     from torchfrag.train import compose_config
 
-    algo = compose_config(["env=CarRacing-v3"]).algo
-    assert (algo.name, algo.steps, algo.lr, algo.gamma, algo.init_scale) == ("ppo", 256, 1e-4, 0.99, 0.5)
+    cfg = compose_config(["env=CarRacing-v3"])
+    algo = cfg.algo
+    assert (algo.name, algo.steps, algo.lr, algo.gamma) == ("ppo", 128, 2.5e-4, 0.99)
+    assert dict(cfg.env.options) == {"continuous": False, "frame_skip": 4, "max_episode_steps": 250}
     run_dir = tmp_path / "run"
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(torchfrag.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([pkg_root, env.get("PYTHONPATH", "")])
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchfrag.train", "env=CarRacing-v3", "algo.num_envs=2",
-         "algo.steps=16", "algo.epochs=1", "algo.minibatch_size=16", "algo.total_frames=96",
-         "+env.options.max_episode_steps=40", "eval_episodes=1", "progress=false", "plot=false",
-         f"hydra.run.dir={run_dir}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_cli(["env=CarRacing-v3", "algo.num_envs=2", "algo.steps=16", "algo.epochs=1",
+                    "algo.minibatch_size=16", "algo.total_frames=96", "env.options.max_episode_steps=40",
+                    f"env.options.continuous={str(continuous).lower()}", "eval_episodes=1",
+                    "progress=false", "plot=false", f"hydra.run.dir={run_dir}"], cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env"] == "CarRacing-v3" and summary["frames"] == 96

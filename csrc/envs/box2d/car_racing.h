@@ -36,7 +36,11 @@ class CarRacing : public Env {
                            "fraction of tiles to visit before crossing the start completes a lap"),
                  0.0, 1.0),
         opt_bool("domain_randomize", false,
-                 "draw the road, background and grass colours at every reset, as Gymnasium's")};
+                 "draw the road, background and grass colours at every reset, as Gymnasium's"),
+        in_range(opt_int("frame_skip", 1,
+                         "physics steps per action (rewards summed, one picture at the end; "
+                         "max_episode_steps counts actions); 1: Gymnasium's"),
+                 1, 1000)};
     const bool continuous = opts ? opts->num("continuous") != 0.0 : true;
     ArraySpec obs;
     obs.name = "obs";
@@ -55,6 +59,7 @@ class CarRacing : public Env {
       : continuous_(o.b("continuous")),
         domain_randomize_(o.b("domain_randomize")),
         lap_truncates_(lap_truncates),
+        frame_skip_(static_cast<int>(o.i("frame_skip"))),
         sim_(o.f("lap_complete_percent")) {}
 
   void reset(Rng& rng, const Row& out) override {
@@ -77,11 +82,19 @@ class CarRacing : public Env {
     const std::array<double, 3> a =
         continuous_ ? std::array<double, 3>{action.values[0], action.values[1], action.values[2]}
                     : CarRacingSim::discrete_action(static_cast<int>(action.discrete));
-    const CarRacingSim::StepOut s = sim_.step(a);
-    t_ += 1.0 / car::kFps;
+    // Action repeat: the picture is the costly part of a step (the rasterizer), so it is drawn
+    // once, after the last physics step; an episode that ends mid-repeat stops there.
+    CarRacingSim::StepOut s{};
+    double reward = 0.0;
+    for (int k = 0; k < frame_skip_; ++k) {
+      s = sim_.step(a);
+      t_ += 1.0 / car::kFps;
+      reward += s.reward;
+      if (s.terminated || (lap_truncates_ && s.lap_complete)) break;
+    }
     renderer_.draw(sim_, t_, out.obs<uint8_t>());
     StepResult r;
-    r.reward = s.reward;
+    r.reward = reward;
     r.terminated = s.terminated;
     if (lap_truncates_) {
       r.truncated = s.lap_complete;
@@ -94,6 +107,7 @@ class CarRacing : public Env {
   bool continuous_;
   bool domain_randomize_;
   bool lap_truncates_;
+  int frame_skip_;
   NumpyRandom np_;
   CarRacingSim sim_;
   CarRacingRenderer renderer_;

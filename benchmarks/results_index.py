@@ -284,6 +284,10 @@ BENCHMARKS: list[Benchmark] = [
               ("library_parts.json", "library_parts.png")),
     Benchmark("learning", "python -m benchmarks.learning", "Learning curves next to CleanRL's published figures",
               ("learning.json", "learning.png"), _learning),
+    Benchmark("learning_car_racing", "python -m torchfrag.train env=CarRacing-v3 (the preset), then "
+              "python -m benchmarks.run_curve RUN_DIR --name learning_car_racing",
+              "PPO on CarRacing-v3's pixels: one seed's training curve (CPU)",
+              ("learning_car_racing.json", "learning_car_racing.png")),
     Benchmark("time_to_solve_ppo_halfcheetah", "python -m benchmarks.time_to_solve --tag ppo_halfcheetah",
               "PPO HalfCheetah: time to a return of 3000 vs CleanRL and TorchRL",
               ("time_to_solve_ppo_halfcheetah.json", "time_to_solve_ppo_halfcheetah.png"), _time_to_solve),

@@ -180,3 +180,24 @@ def test_sac_moves_its_sample_to_the_device_by_a_fragment_on_every_device() -> N
         run(graph, iterations=1)
     finally:
         loop.close()
+
+
+def test_sac_update_benchmark_splits_a_profiled_step() -> None:
+    """``benchmarks/sac_update.py``: the kernel split adds up to the step, and a profiled step of a
+    small SAC finds its matrix products and its fused Adam."""
+    from benchmarks.sac_update import build, kernel_split, profile_step, timed
+
+    split = kernel_split({"aten::baddbmm": 2.0, "aten::mm": 1.0, "aten::relu": 1.5, "aten::_fused_adam_": 0.5,
+                          "autograd::engine::evaluate_function: MmBackward0": 9.0}, 10.0)
+    assert split == {"matmul": 0.3, "adam": 0.05, "other ops": 0.15, "python/dispatch/autograd": 0.5}
+    assert kernel_split({"aten::mm": 12.0}, 10.0)["python/dispatch/autograd"] == 0.0  # never negative
+    loop, sample = build(32, "Pendulum-v1", hidden=(16, 16), learning_starts=64)
+    try:
+        threads = torch.get_num_threads()
+        assert timed(loop.learn, sample, steps=2, threads=threads + 1) > 0
+        assert torch.get_num_threads() == threads
+        prof = profile_step(loop.learn, sample, steps=2)
+        assert prof["split"]["matmul"] > 0 and prof["split"]["adam"] > 0
+        assert sum(prof["split"].values()) == pytest.approx(1.0, abs=0.01)
+    finally:
+        loop.close()

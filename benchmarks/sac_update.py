@@ -6,18 +6,20 @@ alternating (``benchmarks._common.alternate``), each a block of ``--steps``
 steps on the same replay sample, medians over ``--repeats``:
 
 * ``eager``: the step as shipped, one torch thread;
-* ``batch 8``: the same step on 8 samples: the arithmetic all but gone, what is
-  left is the per-step cost of Python, dispatch and the autograd engine, the
-  part a faster runtime could remove;
+* ``batch 8``: the same step on 8 samples: what does not scale with the batch
+  is left (Python, dispatch, the autograd engine, and the work on the weights:
+  Adam, the gradient norm), a bound on what a faster runtime could remove;
 * ``2 threads``: the step with ``torch.set_num_threads(2)``;
 * ``compiled`` (with ``--compile``): ``torch.compile(loss, fullgraph=True)``
   (inductor: forward and backward graphs, elementwise work fused into generated
   C++ kernels; fused Adam stays one kernel), its compile seconds recorded.
 
-Besides, one profile of the eager step (``torch.profiler``) splits its kernels'
-self time into matrix products (``mm``, ``addmm``, ``bmm``, ``baddbmm``), fused
-Adam and every other kernel (elementwise, reductions, copies); the rest of the
-step's wall time is Python, dispatch and the autograd engine.
+Besides: the median milliseconds of each fragment of a whole iteration (one
+frame), and one profile of the eager step (``torch.profiler``) that splits its
+operators' self time into matrix products (``mm``, ``addmm``, ``bmm``,
+``baddbmm``), fused Adam and every other operator (elementwise, reductions,
+copies); the rest of the step's wall time is Python, dispatch and the autograd
+engine.
 
 Run: ``python -m benchmarks.sac_update [--compile]`` (writes ``results/sac_update.json``).
 
@@ -92,6 +94,33 @@ def timed(learn: Any, sample: Any, steps: int, threads: int = 1) -> float:
         torch.set_num_threads(before)
 
 
+def iteration_split(loop: Any, iterations: int) -> dict[str, float]:
+    """Median milliseconds of each fragment of a SAC iteration (``rollout`` ... ``target``), run by hand."""
+    import statistics
+
+    from torchfrag.algos.replay import REPLAY_KEYS
+
+    parts: dict[str, list[float]] = {k: [] for k in ("rollout", "write", "sample", "to_device", "learn", "target")}
+    for i in range(iterations + 2):
+        marks = [time.perf_counter()]
+        batch = loop.rollout()
+        marks.append(time.perf_counter())
+        batch = loop.write(batch.select(*REPLAY_KEYS))
+        marks.append(time.perf_counter())
+        sample = loop.sample(batch)
+        marks.append(time.perf_counter())
+        sample = loop.to_device(sample)
+        marks.append(time.perf_counter())
+        metrics = loop.learn(sample)
+        marks.append(time.perf_counter())
+        loop.target(metrics)
+        marks.append(time.perf_counter())
+        if i >= 2:  # two warm-up iterations
+            for k, (a, b) in zip(parts, zip(marks, marks[1:])):
+                parts[k].append((b - a) * 1e3)
+    return {k: round(statistics.median(v), 3) for k, v in parts.items()}
+
+
 def profile_step(learn: Any, sample: Any, steps: int) -> dict[str, Any]:
     """One ``torch.profiler`` run of ``steps`` eager steps: the kernel split and the top operators."""
     from torch.profiler import ProfilerActivity, profile
@@ -144,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     ms = alternate(sides, args.repeats)
     load_after = os.getloadavg()[0]
     prof = profile_step(loop.learn, sample, args.steps)
+    iteration = iteration_split(loop, args.steps * args.repeats)
     base = median(ms["eager"])
     rows = [[name, f"{median(v):.2f}", f"{min(v):.2f}", f"{median(v) / base:.2f}x"] for name, v in ms.items()]
     text = print_table(["side", "median ms/step", "min ms/step", "/ eager"], rows,
@@ -151,8 +181,9 @@ def main(argv: list[str] | None = None) -> None:
                              f"(load {load_before:.1f}-{load_after:.1f})")
     split = ", ".join(f"{k} {v:.0%}" for k, v in prof["split"].items())
     print(f"eager step under the profiler: {prof['step_ms']:.2f} ms: {split}")
+    print("one iteration, median ms per fragment:", iteration)
     write_json("sac_update", {"ms_per_step": ms, "load_1min": [load_before, load_after],
-                              "profile": prof, "table": text, "steps": args.steps, **extra})
+                              "profile": prof, "iteration_ms": iteration, "table": text, "steps": args.steps, **extra})
     for lp in (loop, small) + ((cloop,) if args.compile else ()):
         lp.close()
 

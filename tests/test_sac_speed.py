@@ -185,7 +185,7 @@ def test_sac_moves_its_sample_to_the_device_by_a_fragment_on_every_device() -> N
 def test_sac_update_benchmark_splits_a_profiled_step() -> None:
     """``benchmarks/sac_update.py``: the kernel split adds up to the step, and a profiled step of a
     small SAC finds its matrix products and its fused Adam."""
-    from benchmarks.sac_update import build, kernel_split, profile_step, timed
+    from benchmarks.sac_update import build, iteration_split, kernel_split, profile_step, timed
 
     split = kernel_split({"aten::baddbmm": 2.0, "aten::mm": 1.0, "aten::relu": 1.5, "aten::_fused_adam_": 0.5,
                           "autograd::engine::evaluate_function: MmBackward0": 9.0}, 10.0)
@@ -199,5 +199,9 @@ def test_sac_update_benchmark_splits_a_profiled_step() -> None:
         prof = profile_step(loop.learn, sample, steps=2)
         assert prof["split"]["matmul"] > 0 and prof["split"]["adam"] > 0
         assert sum(prof["split"].values()) == pytest.approx(1.0, abs=0.01)
+        frames = len(loop.buffer)
+        parts = iteration_split(loop, iterations=3)
+        assert list(parts) == ["rollout", "write", "sample", "to_device", "learn", "target"]
+        assert all(v >= 0 for v in parts.values()) and len(loop.buffer) == frames + 5  # 2 warm-up + 3
     finally:
         loop.close()

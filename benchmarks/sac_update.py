@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import os
 import time
@@ -116,7 +117,7 @@ def iteration_split(loop: Any, iterations: int) -> dict[str, float]:
         loop.target(metrics)
         marks.append(time.perf_counter())
         if i >= 2:  # two warm-up iterations
-            for k, (a, b) in zip(parts, zip(marks, marks[1:])):
+            for k, (a, b) in zip(parts, itertools.pairwise(marks)):
                 parts[k].append((b - a) * 1e3)
     return {k: round(statistics.median(v), 3) for k, v in parts.items()}
 

@@ -146,7 +146,7 @@ def test_parallel_mode_pins_each_system_to_its_own_cpus() -> None:
     from benchmarks.time_to_solve import TASKS, pinned, sac_task, split_cpus
 
     assert split_cpus(3, range(16)) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]
-    assert split_cpus(3, [4, 7]) == [[4], [7], [4]]
+    assert split_cpus(3, [4, 7]) == [[4, 7], [4, 7], [4, 7]]  # shared equally, not 2:1
     with pytest.raises(ValueError, match="need n >= 1"):
         split_cpus(0, [0])
     mine = sorted(os.sched_getaffinity(0))

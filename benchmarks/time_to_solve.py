@@ -414,20 +414,21 @@ def _run_dir(cache: str, task_name: str, system: str, seed: int) -> str:
 
 def split_cpus(n: int, cpus: Sequence[int] | None = None) -> list[list[int]]:
     """``n`` disjoint, equal sets of this process's CPUs (the remainder unused); with fewer CPUs
-    than ``n``, one CPU each, shared round-robin.
+    than ``n``, every run gets all of them (the scheduler shares them equally: pinning three runs
+    round-robin on two CPUs gave two of them half a CPU each and the third a whole one).
 
     Example:
         >>> from benchmarks.time_to_solve import split_cpus
         >>> split_cpus(3, range(16))
         [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]
         >>> split_cpus(3, [0, 1])
-        [[0], [1], [0]]
+        [[0, 1], [0, 1], [0, 1]]
     """
     cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
     if n < 1 or not cpus:
         raise ValueError(f"split_cpus: need n >= 1 and at least one CPU, got n={n}, cpus={cpus}")
     if len(cpus) < n:
-        return [[cpus[i % len(cpus)]] for i in range(n)]
+        return [list(cpus) for _ in range(n)]
     share = len(cpus) // n
     return [cpus[i * share:(i + 1) * share] for i in range(n)]
 
@@ -507,11 +508,13 @@ def benchmark(tasks: list[str], seeds: list[int], systems: list[str], window: in
             cpu_sets = split_cpus(len(runs)) if parallel else [None] * len(runs)
 
             def one(system: str, cmd: tuple, cpus: list[int] | None, seed: int = seed,
-                    task_name: str = task_name, task: Task = task) -> None:
+                    task_name: str = task_name, task: Task = task, n_runs: int = len(runs)) -> None:
                 argv, cwd, csv_glob, extra_env = cmd
                 logger.info("%s seed %d%s: %s", task_name, seed, f" on CPUs {cpus}" if cpus else "",
                             " ".join(argv))
-                threads = {"OMP_NUM_THREADS": str(len(cpus)), "MKL_NUM_THREADS": str(len(cpus))} if cpus else {}
+                # One thread per CPU of its own share (1 where the runs share every CPU).
+                n = str(max(1, min(len(cpus), len(os.sched_getaffinity(0)) // n_runs))) if cpus else ""
+                threads = {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n} if cpus else {}
                 load_before = os.getloadavg()[0]
                 rec = RunWatch(argv, cwd, task.target, window, max_seconds, csv_glob,
                                cpus=cpus).run({**env, **extra_env, **threads})

@@ -146,7 +146,7 @@ def test_parallel_mode_pins_each_system_to_its_own_cpus() -> None:
     from benchmarks.time_to_solve import TASKS, pinned, sac_task, split_cpus
 
     assert split_cpus(3, range(16)) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]
-    assert split_cpus(3, [4, 7]) == [[4], [7], [4]]
+    assert split_cpus(3, [4, 7]) == [[4, 7], [4, 7], [4, 7]]  # shared equally, not 2:1
     with pytest.raises(ValueError, match="need n >= 1"):
         split_cpus(0, [0])
     mine = sorted(os.sched_getaffinity(0))
@@ -178,5 +178,30 @@ def test_sac_moves_its_sample_to_the_device_by_a_fragment_on_every_device() -> N
         graph = capture(loop)
         assert "to_device" in [n.name for n in graph.nodes]
         run(graph, iterations=1)
+    finally:
+        loop.close()
+
+
+def test_sac_update_benchmark_splits_a_profiled_step() -> None:
+    """``benchmarks/sac_update.py``: the kernel split adds up to the step, and a profiled step of a
+    small SAC finds its matrix products and its fused Adam."""
+    from benchmarks.sac_update import build, iteration_split, kernel_split, profile_step, timed
+
+    split = kernel_split({"aten::baddbmm": 2.0, "aten::mm": 1.0, "aten::relu": 1.5, "aten::_fused_adam_": 0.5,
+                          "autograd::engine::evaluate_function: MmBackward0": 9.0}, 10.0)
+    assert split == {"matmul": 0.3, "adam": 0.05, "other ops": 0.15, "python/dispatch/autograd": 0.5}
+    assert kernel_split({"aten::mm": 12.0}, 10.0)["python/dispatch/autograd"] == 0.0  # never negative
+    loop, sample = build(32, "Pendulum-v1", hidden=(16, 16), learning_starts=64)
+    try:
+        threads = torch.get_num_threads()
+        assert timed(loop.learn, sample, steps=2, threads=threads + 1) > 0
+        assert torch.get_num_threads() == threads
+        prof = profile_step(loop.learn, sample, steps=2)
+        assert prof["split"]["matmul"] > 0 and prof["split"]["adam"] > 0
+        assert sum(prof["split"].values()) == pytest.approx(1.0, abs=0.01)
+        frames = len(loop.buffer)
+        parts = iteration_split(loop, iterations=3)
+        assert list(parts) == ["rollout", "write", "sample", "to_device", "learn", "target"]
+        assert all(v >= 0 for v in parts.values()) and len(loop.buffer) == frames + 5  # 2 warm-up + 3
     finally:
         loop.close()

@@ -205,3 +205,30 @@ def test_sac_update_benchmark_splits_a_profiled_step() -> None:
         assert all(v >= 0 for v in parts.values()) and len(loop.buffer) == frames + 5  # 2 warm-up + 3
     finally:
         loop.close()
+
+
+def test_critic_lr_steps_critics_and_temperature_at_their_own_rate() -> None:
+    """critic_lr (CleanRL's q_lr) drives the critics and the temperature; lr the actor only.
+
+    With critic_lr equal to lr the run is the single-rate one, parameter for parameter; a
+    larger critic_lr moves the critics' first Adam step (|step| ~ lr for Adam's first step)
+    by that factor and leaves the actor's unchanged.
+    """
+    def first_step(critic_lr: float | None) -> dict[str, torch.Tensor]:
+        loop = make_sac("Pendulum-v1", {"hidden": [16], "num_envs": 2, "steps": 4, "updates": 1,
+                                        "batch_size": 8, "learning_starts": 16, "lr": 3e-4,
+                                        "critic_lr": critic_lr}, seed=3)
+        before = {n: p.detach().clone() for n, p in loop.loss.named_parameters()}
+        run(capture(loop), "local", iterations=1)
+        moved = {n: (p.detach() - before[n]).abs().max() for n, p in loop.loss.named_parameters()}
+        loop.close()
+        return moved
+
+    same, none, fast = first_step(3e-4), first_step(None), first_step(3e-3)
+    assert same.keys() == none.keys() and all(torch.equal(same[k], none[k]) for k in same)
+    for name in fast:
+        ratio = float(fast[name] / same[name]) if same[name] > 0 else 1.0
+        if name.startswith("actor_network_params."):
+            assert ratio == pytest.approx(1.0, rel=1e-4), name
+        else:
+            assert ratio == pytest.approx(10.0, rel=0.05), name

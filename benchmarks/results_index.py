@@ -300,6 +300,11 @@ BENCHMARKS: list[Benchmark] = [
     Benchmark("sac_update", "python -m benchmarks.sac_update --compile",
               "One SAC gradient step: kernel split, per-step overhead, threads, torch.compile",
               ("sac_update.json",)),
+    Benchmark("time_to_solve_sac_HalfCheetah-v5",
+              "python -m benchmarks.time_to_solve --algo sac --env HalfCheetah-v5 --target 3000 --parallel "
+              "--max-seconds 900",
+              "SAC HalfCheetah to 3000, the three side by side (CPU)",
+              ("time_to_solve_sac_HalfCheetah-v5.json", "time_to_solve_sac_HalfCheetah-v5.png"), _time_to_solve),
     Benchmark("time_to_solve_dqn_cartpole", "python -m benchmarks.time_to_solve --tag dqn_cartpole",
               "DQN CartPole: time to 475 vs CleanRL and TorchRL",
               ("time_to_solve_dqn_cartpole.json", "time_to_solve_dqn_cartpole.png"), _time_to_solve),

@@ -36,6 +36,9 @@ def node_args(*extra: str) -> list[str]:
     return ["-m", "torchfrag.train", "policy=actors", "policy.actors=2", f"policy.timeout={T}",
             f"algo.num_envs={ENVS}", f"algo.steps={STEPS}", f"algo.minibatch_size={MINIBATCH}",
             f"algo.epochs={EPOCHS}", f"total_frames={FRAMES * ITERATIONS}", "checkpoint_every=1",
+            # Keep every file: the test reads the one written right after the resume, which the
+            # default retention (last 3 + best) removes unless it happens to score best.
+            f"checkpoint_keep={ITERATIONS}",
             "eval_episodes=0", "plot=false", "progress=false", "logger=none", "hydra.run.dir=run",
             *extra]
 

@@ -66,15 +66,24 @@ def test_one_mission_and_minigrids_time_limit() -> None:
         assert missions(env_id) == ["traverse the maze to get to the goal"]
 
 
-def _spy_largest_component(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Records, per reference reset, whether the largest component has < half the empty cells.
+def _spy_reference(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bool], list[int]]:
+    """Per reference reset: is the largest component under half the empty cells? How many attempts?
 
-    Then networkx orders the start/goal candidates by a CPython set's layout
-    (the C++ side reproduces that order): the tests must reach that case.
+    In the first case networkx orders the start/goal candidates by a CPython
+    set's layout (the C++ side reproduces that order); attempts > 1 means the
+    solve met a contradiction and restarted with the stream where it was.  The
+    tests must reach both cases.
     """
     from minigrid.envs.wfc import wfcenv
 
     seen: list[bool] = []
+    attempts: list[int] = []
+    execute_wfc = wfcenv.execute_wfc
+
+    def count_attempts(**kwargs: object) -> tuple:
+        pattern, stats = execute_wfc(**kwargs)
+        attempts.append(stats["attempts"])
+        return pattern, stats
     original = wfcenv.WFCEnv._get_largest_component
 
     def spy(graph: nx.Graph) -> nx.Graph:
@@ -84,25 +93,28 @@ def _spy_largest_component(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
         return original(graph)
 
     monkeypatch.setattr(wfcenv.WFCEnv, "_get_largest_component", staticmethod(spy))
-    return seen
+    monkeypatch.setattr(wfcenv, "execute_wfc", count_attempts)
+    return seen, attempts
 
 
 @pytest.mark.parametrize("env_id,seeds", [
     ("MiniGrid-WFC-MazeSimple-v0", [0, 2, 5, 7]),  # seeds 0, 2, 7: set order
     ("MiniGrid-WFC-DungeonMazeScaled-v0", [3, 4]),  # seed 3: set order
-    ("MiniGrid-WFC-RoomsFabric-v0", [0, 1]),
+    ("MiniGrid-WFC-RoomsFabric-v0", [0, 1375]),  # seed 1375: a contradiction, 2 attempts
     ("MiniGrid-WFC-ObstaclesBlackdots-v0", [0, 1, 2, 3]),
-    ("MiniGrid-WFC-ObstaclesAngular-v0", [0, 1]),
-    ("MiniGrid-WFC-ObstaclesHogs3-v0", [0, 1]),
+    ("MiniGrid-WFC-ObstaclesAngular-v0", [0, 5318]),  # 5318: 2 attempts
+    ("MiniGrid-WFC-ObstaclesHogs3-v0", [0, 1323]),  # 1323: 2 attempts
 ])
 def test_whole_layouts_equal_minigrids(env_id: str, seeds: list[int],
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The rendered frame (every cell of the 25x25 grid, the agent and its view) after reset."""
-    halves = _spy_largest_component(monkeypatch)
+    halves, attempts = _spy_reference(monkeypatch)
     counts = _run_side_by_side(env_id, seeds=seeds, steps=0, max_steps=None, frames=True)
-    assert counts["frames"] == len(seeds) and len(halves) == len(seeds)
+    assert counts["frames"] == len(seeds) and len(halves) == len(attempts) == len(seeds)
     if env_id in ("MiniGrid-WFC-MazeSimple-v0", "MiniGrid-WFC-DungeonMazeScaled-v0"):
         assert any(halves), "no layout reached networkx's set-ordered node list"
+    if "Fabric" in env_id or "Angular" in env_id or "Hogs3" in env_id:
+        assert max(attempts) > 1, "no solve restarted after a contradiction"
 
 
 @pytest.mark.parametrize("env_id", WFC_IDS)

@@ -166,10 +166,14 @@ class Generator {
     }
   }
 
+  // Solve attempts of the last generate() (minigrid's stats["attempts"]).
+  int attempts() const { return attempts_; }
+
   // WFCEnv._gen_grid's layout stages (see the file comment); throws like the
   // reference where it fails (no solution in 1000 attempts, no component).
   Layout generate(NumpyRandom& np) {
     Layout out;
+    attempts_ = 0;
     solve(np, &out.wall);
     place_start_and_goal(np, &out);
     return out;
@@ -248,6 +252,7 @@ class Generator {
     prefs_.resize(cells_);
     for (double& x : prefs_) x = np.random() * 0.1;
     for (int attempt = 0; attempt < kAttemptLimit; ++attempt) {
+      ++attempts_;
       if (!initial_ok_) continue;  // contradiction before any draw
       wave_ = initial_;
       bool ok = true, first = true;
@@ -370,6 +375,7 @@ class Generator {
   std::array<uint64_t, 4> border_{};  // patterns with some neighbour allowed at d
   std::vector<uint64_t> initial_, wave_;
   bool initial_ok_ = true;
+  int attempts_ = 0;
   std::vector<double> prefs_, cdf_;
   std::vector<int> stack_;
   std::vector<uint8_t> queued_;

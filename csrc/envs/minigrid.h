@@ -4,9 +4,9 @@
 // Lava/SimpleCrossing, KeyCorridor, MultiRoom, Dynamic-Obstacles, Fetch,
 // GoToDoor, Memory, DistShift, Unlock, UnlockPickup, BlockedUnlockPickup,
 // RedBlueDoors, GoToObject, PutNear, LockedRoom, Playground, ObstructedMaze v0
-// and v1) under minigrid's ids.  A cell is stored as its 3-byte encoding
-// (object, colour, state) plus what a box holds, so the observation is a copy
-// of cells and needs no per-object lookups.
+// and v1, the six WFC presets of minigrid_wfc.h) under minigrid's ids.  A cell
+// is stored as its 3-byte encoding (object, colour, state) plus what a box
+// holds, so the observation is a copy of cells and needs no per-object lookups.
 //
 // Layouts (and Dynamic-Obstacles' moves) are drawn from a NumpyRandom, the
 // same stream as Gymnasium's `np_random`, with minigrid's draws in minigrid's

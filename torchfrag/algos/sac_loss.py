@@ -48,6 +48,8 @@ from torchrl.objectives import SACLoss
 from torchrl.objectives.utils import distance_loss
 from torchrl.objectives.value import TD0Estimator
 
+from torchfrag.algos.relu_mlp import relu_mlp
+
 __all__ = ["FastSACLoss"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -88,26 +90,33 @@ def _plan(module: nn.Module, params: TensorDictBase, what: str) -> list[_Step]:
     return steps
 
 
-def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-    if w.dim() == 2:
-        return nn.functional.linear(x, w, b)
-    # Stacked ensemble weights [N, out, in]: one batched matmul for all N networks.
-    if x.dim() == 2:
-        x = x.expand(w.shape[0], *x.shape)
-    if b is None:
-        return torch.bmm(x, w.transpose(1, 2))
-    return torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
+def _fuse(steps: list[_Step]) -> list[_Step]:
+    """Runs of ``linear (ReLU linear)*`` become one ``("mlp", [(weight key, bias key), ...], None)`` step,
+    computed by :func:`~torchfrag.algos.relu_mlp.relu_mlp` (one autograd node instead of ~3 per layer)."""
+    fused: list[_Step] = []
+    i = 0
+    while i < len(steps):
+        if steps[i][0] != "linear":
+            fused.append(steps[i])
+            i += 1
+            continue
+        layers = [steps[i][1:]]
+        i += 1
+        while (i + 1 < len(steps) and steps[i][0] == "call" and type(steps[i][1]) is nn.ReLU
+               and steps[i + 1][0] == "linear"):
+            layers.append(steps[i + 1][1:])
+            i += 2
+        fused.append(("mlp", layers, None))
+    return fused
 
 
 def _run(steps: list[_Step], params: TensorDictBase, x: torch.Tensor, detach: bool = False) -> Any:
-    for kind, a, b in steps:
-        if kind == "linear":
-            w = params.get(a)
-            bias = params.get(b) if b is not None else None
+    for kind, a, _ in steps:
+        if kind == "mlp":
+            layers = [(params.get(w), params.get(b) if b is not None else None) for w, b in a]
             if detach:
-                w = w.detach()
-                bias = bias.detach() if bias is not None else None
-            x = _linear(x, w, bias)
+                layers = [(w.detach(), b.detach() if b is not None else None) for w, b in layers]
+            x = relu_mlp(x, layers)
         else:
             x = a(x)
     return x
@@ -161,8 +170,8 @@ class FastSACLoss(SACLoss):
         device = self.log_alpha.device  # the networks' (SACLoss puts log_alpha there)
         self.register_buffer("_act_loc", ((high + low) / 2).to(device), persistent=False)
         self.register_buffer("_act_scale", ((high - low) / 2).to(device), persistent=False)
-        self._actor_plan = _plan(body.module, self.actor_network_params, "the actor")
-        self._q_plan = _plan(qvalue_network.module, self.qvalue_network_params, "the critic")
+        self._actor_plan = _fuse(_plan(body.module, self.actor_network_params, "the actor"))
+        self._q_plan = _fuse(_plan(qvalue_network.module, self.qvalue_network_params, "the critic"))
 
     def _reparam_action(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised ``TanhNormal`` action and its log-probability (TanhNormal's formulas)."""

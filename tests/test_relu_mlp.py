@@ -66,6 +66,35 @@ def test_detached_weights_get_no_gradient_and_no_grad_records_nothing() -> None:
     torch.testing.assert_close(z, y.detach())
 
 
+def test_bfloat16_products_keep_the_callers_dtypes_and_stay_close() -> None:
+    """dtype=bfloat16: output and every gradient in float32, within bfloat16's ~3 digits of the
+    float64 reference; the cache casts a weight used twice once."""
+    gen = torch.Generator().manual_seed(2)
+    # weights scaled as networks are initialised (He: std sqrt(2 / fan_in)); unscaled random ones
+    # make the first layer's gradient ill-conditioned: rounding the inputs alone moves it ~7%
+    layers64 = [(w.detach().mul((2.0 / w.shape[-1]) ** 0.5).requires_grad_(), b.detach().mul(0.1).requires_grad_())
+                for w, b in _layers([23, 64, 64, 1], 2, gen)]
+    layers = [(w.detach().float().requires_grad_(), b.detach().float().requires_grad_()) for w, b in layers64]
+    x64 = torch.randn(32, 23, generator=gen, dtype=torch.float64)
+    cache: dict = {}
+    y = relu_mlp(x64.float(), layers, torch.bfloat16, cache)
+    y2 = relu_mlp(x64.float(), [(w.detach(), b.detach()) for w, b in layers], torch.bfloat16, cache)
+    assert len(cache) == 6  # 3 weights and 3 biases, cast once for both calls
+    torch.testing.assert_close(y2, y.detach())
+    ref = _reference(x64, layers64)
+    assert y.dtype == torch.float32
+    scale = ref.abs().max()
+    assert (y.double() - ref).abs().max() < 0.02 * scale
+    y.sum().backward()
+    ref.sum().backward()
+    for (w, b), (w64, b64) in zip(layers, layers64):
+        for got, want in ((w.grad, w64.grad), (b.grad, b64.grad)):
+            assert got.dtype == torch.float32
+            # bfloat16 keeps 8 bits: each product ~0.2% off, the first layer's gradient (three
+            # rounded products deep) ~4% here; a wrong gradient is off by ~100%
+            assert (got.double() - want).norm() < 0.08 * want.norm()
+
+
 def test_relu_mlp_refuses_bad_layer_lists() -> None:
     with pytest.raises(ValueError, match="at least one"):
         relu_mlp(torch.zeros(2, 3), [])

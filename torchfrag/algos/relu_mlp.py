@@ -48,9 +48,26 @@ def _affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.T
     return torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
 
 
-def _forward(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]]
-             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """The network's output and the input of every layer (post-ReLU activations after the first)."""
+def _cast(t: torch.Tensor, dtype: torch.dtype, cache: dict | None) -> torch.Tensor:
+    """``t`` in ``dtype``, from ``cache`` (keyed by storage address, shape and dtype) when it holds it."""
+    if cache is None or t.dtype == dtype:
+        return t.to(dtype)
+    key = (t.data_ptr(), t.shape, t.stride(), t.dtype)
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = t.to(dtype)
+    return hit
+
+
+def _forward(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]],
+             dtype: torch.dtype | None, cache: dict | None = None
+             ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    """The network's output (in ``x``'s dtype), the input of every layer (post-ReLU activations after
+    the first) and the weights as multiplied (in ``dtype`` when given)."""
+    out_dtype = x.dtype
+    if dtype is not None:
+        x = x.to(dtype)
+        layers = [(_cast(w, dtype, cache), _cast(b, dtype, cache) if b is not None else None) for w, b in layers]
     inputs = [x]
     h = x
     last = len(layers) - 1
@@ -59,19 +76,21 @@ def _forward(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor 
         if i < last:
             h = h.relu_()  # a fresh product: nothing else holds it
             inputs.append(h)
-    return h, inputs
+    return h.to(out_dtype), inputs, [w for w, _ in layers]
 
 
 class _ReluMLP(torch.autograd.Function):
     """``relu_mlp`` as one autograd node: inputs ``(x, w0, b0, w1, b1, ...)``."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, *flat: torch.Tensor | None) -> torch.Tensor:
+    def forward(ctx: Any, dtype: torch.dtype | None, cache: dict | None, x: torch.Tensor,
+                *flat: torch.Tensor | None) -> torch.Tensor:
         layers = list(zip(flat[0::2], flat[1::2]))
-        out, inputs = _forward(x, layers)
+        out, inputs, weights = _forward(x, layers, dtype, cache)
         ctx.n_layers = len(layers)
         ctx.has_bias = [b is not None for _, b in layers]
-        ctx.save_for_backward(*inputs, *(w for w, _ in layers))
+        ctx.dtypes = (x.dtype, flat[0].dtype)  # of the input, of the parameters
+        ctx.save_for_backward(*inputs, *weights)
         return out
 
     @staticmethod
@@ -79,20 +98,21 @@ class _ReluMLP(torch.autograd.Function):
         n = ctx.n_layers
         saved = ctx.saved_tensors
         inputs, weights = saved[:n], saved[n:]
-        needs = ctx.needs_input_grad
+        needs = ctx.needs_input_grad[2:]  # after dtype and cache
+        x_dtype, p_dtype = ctx.dtypes
         grads: list[torch.Tensor | None] = [None] * (1 + 2 * n)
-        g = grad
+        g = grad.to(weights[0].dtype)
         for i in range(n - 1, -1, -1):
             a, w = inputs[i], weights[i]
             stacked = w.dim() == 3
             if needs[1 + 2 * i]:  # dL/dW = g^T a (per network)
                 if stacked:
                     a3 = a if a.dim() == 3 else a.expand(w.shape[0], *a.shape)
-                    grads[1 + 2 * i] = torch.bmm(g.transpose(1, 2), a3)
+                    grads[1 + 2 * i] = torch.bmm(g.transpose(1, 2), a3).to(p_dtype)
                 else:
-                    grads[1 + 2 * i] = g.t().mm(a)
+                    grads[1 + 2 * i] = g.t().mm(a).to(p_dtype)
             if ctx.has_bias[i] and needs[2 + 2 * i]:
-                grads[2 + 2 * i] = g.sum(-2)
+                grads[2 + 2 * i] = g.sum(-2, dtype=p_dtype)
             if i == 0 and not needs[0]:
                 break
             g = torch.bmm(g, w) if stacked else g.mm(w)
@@ -103,11 +123,12 @@ class _ReluMLP(torch.autograd.Function):
             elif stacked and a.dim() == 2:
                 g = g.sum(0)  # the shared input's gradient: summed over the networks
         if needs[0]:
-            grads[0] = g
-        return tuple(grads)
+            grads[0] = g.to(x_dtype)
+        return (None, None, *grads)
 
 
-def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]]) -> torch.Tensor:
+def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]],
+             dtype: torch.dtype | None = None, cache: dict | None = None) -> torch.Tensor:
     """``linear -> ReLU -> ... -> linear`` over ``layers`` (``(weight, bias or None)`` pairs, the input first).
 
     Gradients reach every tensor that requires one; pass a weight ``.detach()``-ed to
@@ -117,6 +138,13 @@ def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor 
     Args:
         x: ``[B, in]``, or ``[N, B, in]`` for ``N`` stacked networks.
         layers: ``(weight, bias)`` per layer; weights ``[out, in]`` or ``[N, out, in]``.
+        dtype: Multiply in this dtype (e.g. ``torch.bfloat16``: AMX/AVX-512-BF16 matrix units on
+            recent x86 CPUs, tensor cores on GPUs), the input, weights and activations cast to it;
+            the output, the input's gradient and the parameters' gradients come back in their own
+            dtypes (bias gradients summed in it). ``None``: the input's dtype, no casts.
+        cache: With ``dtype``, a dict that keeps the cast parameters for the caller's next calls
+            (a network run twice on the same weights casts them once). The caller empties it
+            whenever a parameter may have changed in place (after an optimizer step).
 
     Returns:
         ``[B, out]``, or ``[N, B, out]`` for stacked networks.
@@ -138,5 +166,5 @@ def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor 
         raise ValueError(f"relu_mlp needs weights all [out, in] or all [N, out, in]; got dims {sorted(dims)}")
     flat = [t for layer in layers for t in layer]
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, *flat)):
-        return _ReluMLP.apply(x, *flat)
-    return _forward(x, layers)[0]
+        return _ReluMLP.apply(dtype, cache, x, *flat)
+    return _forward(x, layers, dtype, cache)[0]

@@ -297,8 +297,8 @@ BENCHMARKS: list[Benchmark] = [
               "--tag sac_pendulum; ... --merge sac_speed sac_pendulum --tag sac",
               "SAC: HalfCheetah frames/s and Pendulum time to -250 vs CleanRL- and TorchRL-style SAC",
               ("time_to_solve_sac.json", "time_to_solve_sac.png"), _time_to_solve),
-    Benchmark("sac_update", "python -m benchmarks.sac_update --compile",
-              "One SAC gradient step: kernel split, per-step overhead, threads, torch.compile",
+    Benchmark("sac_update", "python -m benchmarks.sac_update --repeats 7",
+              "One SAC gradient step: float32, bfloat16 and CleanRL-style; kernel split, per-step overhead, threads",
               ("sac_update.json",)),
     Benchmark("time_to_solve_sac_HalfCheetah-v5",
               "python -m benchmarks.time_to_solve --algo sac --env HalfCheetah-v5 --target 3000 --parallel "

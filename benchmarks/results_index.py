@@ -305,6 +305,11 @@ BENCHMARKS: list[Benchmark] = [
               "--max-seconds 900",
               "SAC HalfCheetah to 3000, the three side by side (CPU)",
               ("time_to_solve_sac_HalfCheetah-v5.json", "time_to_solve_sac_HalfCheetah-v5.png"), _time_to_solve),
+    Benchmark("time_to_solve_sac_HalfCheetah-v5_bf16",
+              "python -m benchmarks.time_to_solve --algo sac --env HalfCheetah-v5 --target 3000 --systems torchfrag "
+              "--max-seconds 1500 --tag bf16 --torchfrag-args algo.matmul_dtype=bfloat16",
+              "SAC HalfCheetah to 3000 with bfloat16 products (torchfrag alone: does it learn as well?)",
+              ("time_to_solve_sac_HalfCheetah-v5_bf16.json", "time_to_solve_sac_HalfCheetah-v5_bf16.png")),
     Benchmark("time_to_solve_dqn_cartpole", "python -m benchmarks.time_to_solve --tag dqn_cartpole",
               "DQN CartPole: time to 475 vs CleanRL and TorchRL",
               ("time_to_solve_dqn_cartpole.json", "time_to_solve_dqn_cartpole.png"), _time_to_solve),

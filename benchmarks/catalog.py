@@ -18,6 +18,7 @@ CPU time per env step of both pools with one worker thread at the smallest size
 Usage:
     python -m benchmarks.catalog --family box2d            # a few minutes
     python -m benchmarks.catalog --family minigrid --quick # fewer ids, sizes and repeats
+    python -m benchmarks.catalog --family minigrid_wfc     # the six WFC ids
     python -m benchmarks.catalog --family dmc              # limit: dm_control's physics in C++
 """
 from __future__ import annotations
@@ -61,6 +62,12 @@ FAMILIES: dict[str, tuple[list[str], list[str]]] = {
                   "MiniGrid-Fetch-8x8-N3-v0", "MiniGrid-GoToDoor-8x8-v0", "MiniGrid-MemoryS9-v0",
                   "MiniGrid-ObstructedMaze-1Dlhb-v0", "MiniGrid-ObstructedMaze-Full-v0"],
                  ["MiniGrid-Empty-8x8-v0", "MiniGrid-DoorKey-8x8-v0", "MiniGrid-FourRooms-v0"]),
+    # MiniGrid's six Wave Function Collapse ids (25x25 layouts solved at every reset): a family
+    # of their own, so the rows above keep their measurement.
+    "minigrid_wfc": ([f"MiniGrid-WFC-{p}-v0" for p in (
+        "MazeSimple", "DungeonMazeScaled", "RoomsFabric", "ObstaclesBlackdots",
+        "ObstaclesAngular", "ObstaclesHogs3")],
+        ["MiniGrid-WFC-MazeSimple-v0", "MiniGrid-WFC-ObstaclesAngular-v0"]),
     "dmc": (["CartpoleSwingup-v1", "CheetahRun-v1", "FingerSpin-v1", "WalkerWalk-v1",
              "HumanoidRun-v1"],
             ["CheetahRun-v1", "WalkerWalk-v1"]),
@@ -69,6 +76,7 @@ FAMILIES: dict[str, tuple[list[str], list[str]]] = {
 SIZES: dict[str, tuple[list[int], list[int]]] = {
     "box2d": ([16, 64, 256], [16, 64]),
     "minigrid": ([16, 256], [64]),
+    "minigrid_wfc": ([16, 256], [64]),
     "dmc": ([8, 32], [16]),
 }
 # The DMC limit loop (benchmarks/native/dmc_limit.cpp) knows the ids of FAMILIES["dmc"].

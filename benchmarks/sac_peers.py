@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["SACPeerConfig", "run_cleanrl_style", "run_torchrl_style"]
+__all__ = ["CleanRLStyleUpdate", "SACPeerConfig", "run_cleanrl_style", "run_torchrl_style"]
 
 
 @dataclass
@@ -111,6 +111,75 @@ class _SquashedGaussian(nn.Module):
         return y * self.scale + self.bias, logp
 
 
+class CleanRLStyleUpdate:
+    """CleanRL's networks, optimizers and gradient step (what :func:`run_cleanrl_style` trains, and what
+    ``benchmarks/sac_update.py`` times beside torchfrag's step).
+
+    Args:
+        obs_dim: Observation size.
+        low: The action box's lower bounds (its size is the action size).
+        high: Its upper bounds.
+        cfg: Hyper-parameters (``hidden``, ``gamma``, ``device``).
+
+    Example:
+        >>> import numpy as np, torch
+        >>> from benchmarks.sac_peers import CleanRLStyleUpdate, SACPeerConfig
+        >>> upd = CleanRLStyleUpdate(3, -np.ones(1), np.ones(1), SACPeerConfig(hidden=8))
+        >>> o, no, a, r, d = torch.zeros(4, 3), torch.zeros(4, 3), torch.zeros(4, 1), torch.ones(4, 1), torch.zeros(4, 1)
+        >>> upd.step(o, a, r, no, d, step=0)
+    """
+
+    tau = 0.005
+    policy_frequency = 2
+
+    def __init__(self, obs_dim: int, low: np.ndarray, high: np.ndarray, cfg: SACPeerConfig) -> None:
+        dev = torch.device(cfg.device)
+        act_dim = int(np.asarray(low).shape[0])
+        self.gamma = cfg.gamma
+        self.actor = _SquashedGaussian(obs_dim, act_dim, cfg.hidden, low, high).to(dev)
+        self.qs = nn.ModuleList([_mlp(obs_dim + act_dim, 1, cfg.hidden) for _ in range(2)]).to(dev)
+        self.q_targets = nn.ModuleList([_mlp(obs_dim + act_dim, 1, cfg.hidden) for _ in range(2)]).to(dev)
+        self.q_targets.load_state_dict(self.qs.state_dict())
+        self.q_opt = torch.optim.Adam(self.qs.parameters(), lr=1e-3)
+        self.pi_opt = torch.optim.Adam(self.actor.parameters(), lr=3e-4)
+        self.log_alpha = torch.zeros(1, requires_grad=True, device=dev)
+        self.a_opt = torch.optim.Adam([self.log_alpha], lr=1e-3)
+        self.target_entropy = -float(act_dim)
+
+    def step(self, o: torch.Tensor, a: torch.Tensor, r: torch.Tensor, no: torch.Tensor, d: torch.Tensor,
+             step: int) -> None:
+        """One gradient step on a sampled batch (``d``: 1.0 where the episode terminated); the actor and the
+        temperature are updated ``policy_frequency`` times every ``policy_frequency``-th step."""
+        actor, qs, q_targets, log_alpha = self.actor, self.qs, self.q_targets, self.log_alpha
+        alpha = log_alpha.exp().detach()
+        with torch.no_grad():
+            na, nlogp = actor(no)
+            nin = torch.cat([no, na], -1)
+            target = torch.min(q_targets[0](nin), q_targets[1](nin)) - alpha * nlogp
+            y = r + (1.0 - d) * self.gamma * target
+        inp = torch.cat([o, a], -1)
+        q_loss = sum(nn.functional.mse_loss(q(inp), y) for q in qs)
+        self.q_opt.zero_grad()
+        q_loss.backward()
+        self.q_opt.step()
+        if step % self.policy_frequency == 0:
+            for _ in range(self.policy_frequency):  # the delayed updates, made up
+                pa, logp = actor(o)
+                pin = torch.cat([o, pa], -1)
+                pi_loss = (alpha * logp - torch.min(qs[0](pin), qs[1](pin))).mean()
+                self.pi_opt.zero_grad()
+                pi_loss.backward()
+                self.pi_opt.step()
+                a_loss = (-log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
+                self.a_opt.zero_grad()
+                a_loss.backward()
+                self.a_opt.step()
+                alpha = log_alpha.exp().detach()
+        with torch.no_grad():
+            for p, tp in zip(qs.parameters(), q_targets.parameters()):
+                tp.lerp_(p, self.tau)
+
+
 def run_cleanrl_style(cfg: SACPeerConfig) -> None:
     """Trains SAC the way CleanRL's ``sac_continuous_action.py`` does (see the module docstring)."""
     import gymnasium as gym
@@ -120,18 +189,9 @@ def run_cleanrl_style(cfg: SACPeerConfig) -> None:
     env = gym.make(cfg.env_id)
     obs_dim = env.observation_space.shape[0]
     act_dim = env.action_space.shape[0]
-    low, high = env.action_space.low, env.action_space.high
     dev = torch.device(cfg.device)
-    actor = _SquashedGaussian(obs_dim, act_dim, cfg.hidden, low, high).to(dev)
-    qs = nn.ModuleList([_mlp(obs_dim + act_dim, 1, cfg.hidden) for _ in range(2)]).to(dev)
-    q_targets = nn.ModuleList([_mlp(obs_dim + act_dim, 1, cfg.hidden) for _ in range(2)]).to(dev)
-    q_targets.load_state_dict(qs.state_dict())
-    q_opt = torch.optim.Adam(qs.parameters(), lr=1e-3)
-    pi_opt = torch.optim.Adam(actor.parameters(), lr=3e-4)
-    log_alpha = torch.zeros(1, requires_grad=True, device=dev)
-    a_opt = torch.optim.Adam([log_alpha], lr=1e-3)
-    target_entropy = -float(act_dim)
-    tau, policy_frequency = 0.005, 2
+    learner = CleanRLStyleUpdate(obs_dim, env.action_space.low, env.action_space.high, cfg)
+    actor = learner.actor
     cap = min(cfg.buffer_size, cfg.total_frames)
     b_obs = np.zeros((cap, obs_dim), np.float32)
     b_next = np.zeros((cap, obs_dim), np.float32)
@@ -165,33 +225,7 @@ def run_cleanrl_style(cfg: SACPeerConfig) -> None:
             t_learn = (time.perf_counter(), step)
         idx = rng.integers(0, min(step + 1, cap), cfg.batch_size)
         o, no, a, r, d = (torch.from_numpy(x[idx]).to(dev) for x in (b_obs, b_next, b_act, b_rew, b_term))
-        alpha = log_alpha.exp().detach()
-        with torch.no_grad():
-            na, nlogp = actor(no)
-            nin = torch.cat([no, na], -1)
-            target = torch.min(q_targets[0](nin), q_targets[1](nin)) - alpha * nlogp
-            y = r + (1.0 - d) * cfg.gamma * target
-        inp = torch.cat([o, a], -1)
-        q_loss = sum(nn.functional.mse_loss(q(inp), y) for q in qs)
-        q_opt.zero_grad()
-        q_loss.backward()
-        q_opt.step()
-        if step % policy_frequency == 0:
-            for _ in range(policy_frequency):  # the delayed updates, made up
-                pa, logp = actor(o)
-                pin = torch.cat([o, pa], -1)
-                pi_loss = (alpha * logp - torch.min(qs[0](pin), qs[1](pin))).mean()
-                pi_opt.zero_grad()
-                pi_loss.backward()
-                pi_opt.step()
-                a_loss = (-log_alpha.exp() * (logp.detach() + target_entropy)).mean()
-                a_opt.zero_grad()
-                a_loss.backward()
-                a_opt.step()
-                alpha = log_alpha.exp().detach()
-        with torch.no_grad():
-            for p, tp in zip(qs.parameters(), q_targets.parameters()):
-                tp.lerp_(p, tau)
+        learner.step(o, a, r, no, d, step)
     if t_learn is not None:
         sys.stdout.write(f"learn_fps={(cfg.total_frames - t_learn[1]) / (time.perf_counter() - t_learn[0])}\n")
     env.close()

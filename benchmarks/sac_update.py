@@ -5,7 +5,11 @@ The gradient step is ``Learn`` on ``FastSACLoss`` with fused Adam, as
 alternating (``benchmarks._common.alternate``), each a block of ``--steps``
 steps on the same replay sample, medians over ``--repeats``:
 
-* ``eager``: the step as shipped, one torch thread;
+* ``eager``: the step as shipped (float32), one torch thread;
+* ``bf16``: the same step with ``algo.matmul_dtype=bfloat16`` (products in bfloat16);
+* ``CleanRL-style``: CleanRL's gradient step on the same sample
+  (:class:`benchmarks.sac_peers.CleanRLStyleUpdate`: separate optimizers, the
+  actor and temperature twice every second step), one torch thread;
 * ``batch 8``: the same step on 8 samples: what does not scale with the batch
   is left (Python, dispatch, the autograd engine, and the work on the weights:
   Adam, the gradient norm), a bound on what a faster runtime could remove;
@@ -15,7 +19,7 @@ steps on the same replay sample, medians over ``--repeats``:
   C++ kernels; fused Adam stays one kernel), its compile seconds recorded.
 
 Besides: the median milliseconds of each fragment of a whole iteration (one
-frame), and one profile of the eager step (``torch.profiler``) that splits its
+frame), and a profile of the eager step on 1 and on 2 threads (``torch.profiler``) that splits its
 operators' self time into matrix products (``mm``, ``addmm``, ``bmm``,
 ``baddbmm``), fused Adam and every other operator (elementwise, reductions,
 copies); the rest of the step's wall time is Python, dispatch and the autograd
@@ -122,21 +126,54 @@ def iteration_split(loop: Any, iterations: int) -> dict[str, float]:
     return {k: round(statistics.median(v), 3) for k, v in parts.items()}
 
 
-def profile_step(learn: Any, sample: Any, steps: int) -> dict[str, Any]:
-    """One ``torch.profiler`` run of ``steps`` eager steps: the kernel split and the top operators."""
+def profile_step(learn: Any, sample: Any, steps: int, threads: int = 1) -> dict[str, Any]:
+    """One ``torch.profiler`` run of ``steps`` eager steps on ``threads`` torch threads: the kernel split
+    and the top operators."""
+    import torch
     from torch.profiler import ProfilerActivity, profile
 
-    for _ in range(2):
-        learn(sample)
-    start = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(steps):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for _ in range(2):
             learn(sample)
-    step_ms = (time.perf_counter() - start) / steps * 1e3
+        start = time.perf_counter()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(steps):
+                learn(sample)
+        step_ms = (time.perf_counter() - start) / steps * 1e3
+    finally:
+        torch.set_num_threads(before)
     self_ms = {e.key: e.self_cpu_time_total / 1e3 / steps for e in prof.key_averages()}
     top = sorted(self_ms.items(), key=lambda kv: -kv[1])[:12]
     return {"step_ms": step_ms, "split": kernel_split(self_ms, step_ms),
             "top_ops_ms": {k: round(v, 3) for k, v in top}}
+
+
+def cleanrl_side(loop: Any, sample: Any) -> Any:
+    """CleanRL's gradient step (:class:`benchmarks.sac_peers.CleanRLStyleUpdate`) on ``sample``, networks
+    shaped as ``loop``'s: a callable ``(sample, steps) -> ms per step`` like :func:`timed`'s."""
+    from benchmarks.sac_peers import CleanRLStyleUpdate, SACPeerConfig
+
+    spec = loop.env.action_spec_unbatched
+    obs_dim = loop.env.observation_spec["observation"].shape[-1]
+    hidden = loop.cfg.hidden[0]
+    upd = CleanRLStyleUpdate(obs_dim, spec.space.low.numpy(), spec.space.high.numpy(),
+                             SACPeerConfig(hidden=hidden, gamma=loop.cfg.gamma))
+    o, a = sample["observation"], sample["action"]
+    r, no = sample["next", "reward"], sample["next", "observation"]
+    d = sample["next", "terminated"].float()
+    count = itertools.count()
+
+    def run(steps: int) -> float:
+        for _ in range(2):
+            upd.step(o, a, r, no, d, next(count))
+        start = time.perf_counter()
+        for _ in range(steps):
+            upd.step(o, a, r, no, d, next(count))
+        return (time.perf_counter() - start) / steps * 1e3
+
+    return run
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -154,8 +191,13 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(1)
     loop, sample = build(256)
+    bf16, bf16_sample = build(256)
+    bf16.loss.matmul_dtype = torch.bfloat16  # what algo.matmul_dtype=bfloat16 builds
     small, small_sample = build(8)
+    cleanrl = cleanrl_side(loop, sample)
     sides = {"eager": lambda: timed(loop.learn, sample, args.steps),
+             "bf16": lambda: timed(bf16.learn, bf16_sample, args.steps),
+             "CleanRL-style": lambda: cleanrl(args.steps),
              "batch 8": lambda: timed(small.learn, small_sample, args.steps),
              "2 threads": lambda: timed(loop.learn, sample, args.steps, threads=2)}
     extra: dict[str, Any] = {}
@@ -174,6 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     ms = alternate(sides, args.repeats)
     load_after = os.getloadavg()[0]
     prof = profile_step(loop.learn, sample, args.steps)
+    prof2 = profile_step(loop.learn, sample, args.steps, threads=2)
     iteration = iteration_split(loop, args.steps * args.repeats)
     base = median(ms["eager"])
     rows = [[name, f"{median(v):.2f}", f"{min(v):.2f}", f"{median(v) / base:.2f}x"] for name, v in ms.items()]
@@ -182,10 +225,12 @@ def main(argv: list[str] | None = None) -> None:
                              f"(load {load_before:.1f}-{load_after:.1f})")
     split = ", ".join(f"{k} {v:.0%}" for k, v in prof["split"].items())
     print(f"eager step under the profiler: {prof['step_ms']:.2f} ms: {split}")
+    split2 = ", ".join(f"{k} {v:.0%}" for k, v in prof2["split"].items())
+    print(f"on 2 threads: {prof2['step_ms']:.2f} ms: {split2}")
     print("one iteration, median ms per fragment:", iteration)
     write_json("sac_update", {"ms_per_step": ms, "load_1min": [load_before, load_after],
-                              "profile": prof, "iteration_ms": iteration, "table": text, "steps": args.steps, **extra})
-    for lp in (loop, small) + ((cloop,) if args.compile else ()):
+                              "profile": prof, "profile_2_threads": prof2, "iteration_ms": iteration, "table": text, "steps": args.steps, **extra})
+    for lp in (loop, bf16, small) + ((cloop,) if args.compile else ()):
         lp.close()
 
 

@@ -49,6 +49,9 @@ Examples (shell)::
     # each process on its own third of the cores, networks on the GPU; JSON + PNG into DIR
     python -m benchmarks.time_to_solve --algo sac --env HalfCheetah-v5 --target 3000 \
         --device cuda --parallel --max-seconds 420 --out DIR
+    # torchfrag alone with bfloat16 matrix products (extra overrides for its run), its own tag
+    python -m benchmarks.time_to_solve --algo sac --systems torchfrag --max-seconds 1500 \
+        --tag bf16 --torchfrag-args algo.matmul_dtype=bfloat16
 
 Example:
     >>> from benchmarks.time_to_solve import TASKS, window_mean
@@ -664,6 +667,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--target", type=float, default=3000.0, help="with --algo (default 3000)")
     p.add_argument("--frames", type=int, default=1_000_000, help="with --algo: training length")
     p.add_argument("--device", default="cpu", help="with --algo: where every system's networks run")
+    p.add_argument("--torchfrag-args", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="with --algo: more overrides for torchfrag's run (e.g. algo.matmul_dtype=bfloat16)")
     p.add_argument("--parallel", action="store_true",
                    help="run the systems of a seed side by side, each on its own share of the CPUs")
     p.add_argument("--out", default=None, help="folder for the JSON and PNG (default benchmarks/results)")
@@ -681,6 +686,7 @@ def main(argv: list[str] | None = None) -> None:
         name = f"time_to_solve_{args.algo}_{args.env}" + (f"_{args.tag}" if args.tag else "")
         task_name = f"{args.algo}-{args.env}"
         TASKS[task_name] = sac_task(args.env, args.target, args.frames, args.device)
+        TASKS[task_name].torchfrag.extend(args.torchfrag_args)
         tasks = [task_name]
     else:
         name = "time_to_solve" + (f"_{args.tag}" if args.tag else "")

@@ -269,9 +269,11 @@ def test_dqn_learns_cartpole() -> None:
 
 
 @pytest.mark.slow
-def test_sac_learns_pendulum() -> None:
-    best, frames, seconds = learn_until("sac", "Pendulum-v1", {"total_frames": 25_000}, -200.0, every=16)
-    assert best > -250.0, f"SAC reached {best:.1f} in {frames} frames ({seconds:.0f}s)"
+@pytest.mark.parametrize("matmul_dtype", ["float32", "bfloat16"])
+def test_sac_learns_pendulum(matmul_dtype: str) -> None:
+    best, frames, seconds = learn_until("sac", "Pendulum-v1", {"total_frames": 25_000, "matmul_dtype": matmul_dtype},
+                                        -200.0, every=16)
+    assert best > -250.0, f"SAC ({matmul_dtype}) reached {best:.1f} in {frames} frames ({seconds:.0f}s)"
 
 
 @pytest.mark.slow

@@ -94,8 +94,14 @@ def _run(own_epsilon: bool, iterations: int = 3) -> list[list[tuple[float, float
     return seen
 
 
-def test_marked_epsilon_stays_each_actors_own_under_apex() -> None:
+def _differ_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "built buffers differently" in r.getMessage()]
+
+
+def test_marked_epsilon_stays_each_actors_own_under_apex(caplog) -> None:
+    caplog.set_level("WARNING", logger="torchfrag.runtime.executor")
     seen = _run(own_epsilon=True)
+    assert _differ_warnings(caplog) == []  # marked: nothing to say
     for i, (a, b, driver) in enumerate(seen):
         assert a[0] == pytest.approx(a[1]) and b[0] == pytest.approx(b[1]), f"iteration {i}: {a[:2]}, {b[:2]}"
         assert a[0] != pytest.approx(b[0]), "the two actors should explore differently"
@@ -105,9 +111,18 @@ def test_marked_epsilon_stays_each_actors_own_under_apex() -> None:
     assert not torch.equal(seen[0][0][2], seen[-1][0][2]), "the actors' weights never followed the learner"
 
 
-def test_unmarked_epsilon_follows_the_learner_under_apex() -> None:
-    """The control: without the mark a buffer is synced like a parameter (the documented default)."""
+def test_unmarked_epsilon_follows_the_learner_under_apex(caplog) -> None:
+    """The control: without the mark a buffer is synced like a parameter (the documented default).
+
+    The factory built actor 2's epsilon differently from the driver's: the run says so once,
+    naming the buffers and the worker, and how to keep it.
+    """
+    caplog.set_level("WARNING", logger="torchfrag.runtime.executor")
     seen = _run(own_epsilon=False, iterations=2)
+    (msg,) = _differ_warnings(caplog)
+    assert "greedy.eps on worker3" in msg and "greedy.eps_init on worker3" in msg, msg
+    assert "worker2" not in msg, msg  # actor 1's epsilon is the driver's (0.4): not reported
+    assert "per_replica(module" in msg, msg
     driver_eps = seen[0][2][0]
     for a, b, _ in seen:
         assert a[0] == pytest.approx(driver_eps) and b[0] == pytest.approx(driver_eps)

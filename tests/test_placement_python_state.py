@@ -7,6 +7,7 @@ on the driver while the actors keep acting with their own, never-decayed copy.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -18,8 +19,10 @@ from torchfrag.algos import make_factory
 from torchfrag.fragments import Fragment, Rollout
 from torchfrag.graph import capture
 from torchfrag.policies import PolicyError, as_policy
-from torchfrag.policies.python_state import UnsyncedStateWarning, unsynced_python_state
+from torchfrag.policies.python_state import UnsyncedStateWarning, unsynced_buffers, unsynced_python_state
 from torchfrag.runtime import run
+
+from _policy_helpers import wait_no_children
 
 DISTRIBUTED = ["actors", "async_actors", "central_inference", "data_parallel", "multi_learner"]
 
@@ -123,7 +126,8 @@ def test_one_process_or_a_buffer_is_not_reported():
             run(capture(float_loop), "local", iterations=2)
         assert float_loop.actor.temperature == pytest.approx(0.81)
         # a buffer is synced state: not reported when placed apart
-        assert unsynced_python_state(as_policy("actors").place(capture(buffer_loop))) == []
+        placement = as_policy("actors").place(capture(buffer_loop))
+        assert unsynced_python_state(placement) == [] and unsynced_buffers(placement) == []
     finally:
         float_loop.close()
         buffer_loop.close()
@@ -144,6 +148,148 @@ def test_shipped_algorithms_report_nothing(algo, env_id):
                 continue
             placed += 1
             assert unsynced_python_state(placement) == [], (algo, name)
+            assert unsynced_buffers(placement) == [], (algo, name)
         assert placed >= 3
     finally:
         shipped.close()
+
+
+# -- buffers changed in forward where nothing carries them ---------------------------------------
+
+
+class FrameCounter(Fragment):
+    """Counts the frames it saw in a buffer of its own (a per-env fragment a test puts on the actors)."""
+
+    per_env = True
+
+    def __init__(self, merged: bool) -> None:
+        super().__init__(["observation"], [])
+        self.merged = merged
+        self.register_buffer("frames", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, td: TensorDictBase) -> TensorDictBase:
+        self.frames.add_(td.numel())
+        return td
+
+    def produced_state(self) -> dict[str, torch.Tensor]:
+        return {"frames": self.frames} if self.merged else {}
+
+
+class CountingLoop(nn.Module):
+    def __init__(self, merged: bool, num_envs: int = 4) -> None:
+        super().__init__()
+        from torchfrag.algos.ppo import make_env
+
+        self.env = make_env("CartPole-v1", num_envs, seed=0)
+        self.actor = SoftmaxActor(buffer=True)
+        self.rollout = Rollout(self.actor, self.env, steps=8)
+        self.count = FrameCounter(merged)
+
+    def forward(self) -> TensorDictBase:
+        return self.count(self.rollout())
+
+    def close(self) -> None:
+        self.env.close()
+
+
+@dataclass
+class CountingFactory:
+    merged: bool
+
+    def __call__(self, env_slice=None) -> nn.Module:
+        return CountingLoop(self.merged, 4 if env_slice is None else env_slice.count)
+
+
+ON_ACTORS = {"name": "actors", "actors": 2, "placement": {"count": "actor"}, "timeout": 60}
+
+
+def test_buffer_counted_on_the_actors_without_a_merge_is_reported():
+    loop = CountingLoop(merged=False)
+    try:
+        (msg,) = unsynced_buffers(as_policy(ON_ACTORS).place(capture(loop)))
+        assert "fragment 'count' changes the buffer self.frames in forward" in msg, msg
+        assert "runs on the 'actor' workers" in msg and "produced_state()" in msg, msg
+        # the run says so before it starts
+        with pytest.warns(UnsyncedStateWarning, match=r"'count' changes the buffer self\.frames"):
+            run(capture(loop), ON_ACTORS, iterations=1, factory=CountingFactory(False))
+        assert int(loop.count.frames) == 0  # what the warning is about: the driver never counted
+    finally:
+        loop.close()
+    assert wait_no_children() == []
+
+
+def test_buffer_returned_as_produced_state_is_merged_and_not_reported():
+    loop = CountingLoop(merged=True)
+    try:
+        assert unsynced_buffers(as_policy(ON_ACTORS).place(capture(loop))) == []
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UnsyncedStateWarning)
+            run(capture(loop), ON_ACTORS, iterations=3, factory=CountingFactory(True))
+        assert int(loop.count.frames) == 3 * 4 * 8  # every frame any actor saw, as under local
+    finally:
+        loop.close()
+    assert wait_no_children() == []
+
+
+class Calibrate(Fragment):
+    """On the driver: halves a scale that a fragment on the actors uses."""
+
+    impure = True
+    passthrough = False
+
+    def __init__(self, scale: nn.Module) -> None:
+        super().__init__([], ["scale"])
+        self.scale = scale
+
+    def forward(self, td: TensorDictBase) -> TensorDictBase:
+        self.scale.factor.mul_(0.5)
+        return TensorDict(scale=self.scale.factor.clone())
+
+
+class ScaleReward(Fragment):
+    """Per env, on the actors: scales the reward; holds the scale module without declaring it."""
+
+    per_env = True
+
+    def __init__(self, scale: nn.Module, declared: bool) -> None:
+        super().__init__([("next", "reward")], [("next", "reward")], reads=scale if declared else None)
+        self.scale = scale
+
+    def forward(self, td: TensorDictBase) -> TensorDictBase:
+        return td.set(("next", "reward"), td.get(("next", "reward")) * self.scale.factor)
+
+
+class CalibratedLoop(nn.Module):
+    def __init__(self, declared: bool) -> None:
+        super().__init__()
+        from torchfrag.algos.ppo import make_env
+
+        self.env = make_env("CartPole-v1", 4, seed=0)
+        self.scale = nn.Module()
+        self.scale.register_buffer("factor", torch.tensor(1.0))
+        self.rollout = Rollout(SoftmaxActor(buffer=True), self.env, steps=8)
+        self.shape = ScaleReward(self.scale, declared)
+        self.calibrate = Calibrate(self.scale)
+
+    def forward(self) -> TensorDictBase:
+        return self.calibrate(self.shape(self.rollout()))
+
+    def close(self) -> None:
+        self.env.close()
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_driver_changing_a_buffer_that_actors_hold_undeclared_is_reported(declared):
+    loop = CalibratedLoop(declared)
+    try:
+        msgs = unsynced_buffers(as_policy({"name": "actors", "placement": {"shape": "actor"}})
+                                .place(capture(loop)))
+        if declared:  # reads=scale: the buffer follows the driver's like the weights
+            assert msgs == []
+        else:
+            assert len(msgs) == 1, msgs
+            assert "fragment 'calibrate' changes the buffer self.scale.factor" in msgs[0], msgs
+            assert "fragment 'shape' on the 'actor' workers holds it" in msgs[0], msgs
+            assert "reads=" in msgs[0]
+    finally:
+        loop.close()

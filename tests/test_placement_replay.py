@@ -83,9 +83,54 @@ def test_apex_refuses_a_loop_without_a_replay():
     from test_placement_engine import ReinforceFactory
 
     loop = ReinforceFactory()()
-    with pytest.raises(PolicyError, match="replay role holds one ReplayWrite and one ReplaySample"):
+    with pytest.raises(PolicyError, match="has no replay buffer .* e.g. algo=dqn"):
         as_policy("apex").place(capture(loop))
     loop.close()
+
+
+class Between(nn.Module):
+    """The Ape-X loop with a user fragment between the rollout and the write (on the learner)."""
+
+    def __init__(self, env, writes_a_key: bool) -> None:
+        super().__init__()
+        from torchfrag.fragments import Fragment
+
+        class Tap(Fragment):
+            """Counts frames (no key written), or also writes a scaled reward."""
+
+            def __init__(self) -> None:
+                super().__init__([("next", "reward")], [("next", "reward")] if writes_a_key else [])
+                self.register_buffer("frames", torch.zeros((), dtype=torch.int64))
+
+            def forward(self, td: TensorDictBase) -> TensorDictBase:
+                self.frames.add_(td.numel())
+                if writes_a_key:
+                    td.set(("next", "reward"), td.get(("next", "reward")) * 0.1)
+                return td
+
+        self.inner = ApeXDQN(env, 0.1)
+        self.tap = Tap()
+
+    def forward(self) -> TensorDictBase:
+        m = self.inner
+        batch = m.write(self.tap(m.rollout()).select(*Q_KEYS))
+        return m.learn(m.sample(batch))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.parametrize("writes_a_key", [False, True])
+def test_apex_keeps_a_fragment_before_the_write_on_the_learner_only_if_it_writes_no_key(writes_a_key):
+    loop = Between(_env(4, 0, None), writes_a_key)
+    try:
+        if writes_a_key:  # its output would be missing from the replay: refused, naming it
+            with pytest.raises(PolicyError, match=r"\['tap'\] feed inner_write but are on the learner"):
+                as_policy("apex").place(capture(loop))
+        else:  # it changes nothing the replay holds: it counts on the learner (DQN's Anneal)
+            assert as_policy("apex").place(capture(loop)).roles["tap"] == "learner"
+    finally:
+        loop.close()
 
 
 def test_apex_explain_counts_the_bytes_sent():

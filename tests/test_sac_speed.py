@@ -18,7 +18,12 @@ import pytest
 import torch
 from torchrl.objectives import SACLoss, SoftUpdate
 
-from benchmarks.sac_peers import SACPeerConfig, _SquashedGaussian, run_cleanrl_style, run_torchrl_style
+from benchmarks.sac_peers import (
+    SACPeerConfig,
+    _SquashedGaussian,
+    run_cleanrl_style,
+    run_torchrl_style,
+)
 from benchmarks.time_to_solve import summarize
 from torchfrag.algos.envs import make_env
 from torchfrag.algos.sac import ForeachSoftUpdate, make_sac, make_sac_networks
@@ -93,7 +98,13 @@ def test_sac_iteration_moves_targets_by_tau_towards_the_trained_critics() -> Non
 
 
 def test_cleanrl_style_log_prob_is_the_squashed_gaussian_density() -> None:
-    from torch.distributions import AffineTransform, Independent, Normal, TanhTransform, TransformedDistribution
+    from torch.distributions import (
+        AffineTransform,
+        Independent,
+        Normal,
+        TanhTransform,
+        TransformedDistribution,
+    )
 
     torch.manual_seed(0)
     low, high = np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32)
@@ -185,7 +196,14 @@ def test_sac_moves_its_sample_to_the_device_by_a_fragment_on_every_device() -> N
 def test_sac_update_benchmark_splits_a_profiled_step() -> None:
     """``benchmarks/sac_update.py``: the kernel split adds up to the step, and a profiled step of a
     small SAC finds its matrix products and its fused Adam."""
-    from benchmarks.sac_update import build, iteration_split, kernel_split, profile_step, timed
+    from benchmarks.sac_update import (
+        build,
+        cleanrl_side,
+        iteration_split,
+        kernel_split,
+        profile_step,
+        timed,
+    )
 
     split = kernel_split({"aten::baddbmm": 2.0, "aten::mm": 1.0, "aten::relu": 1.5, "aten::_fused_adam_": 0.5,
                           "autograd::engine::evaluate_function: MmBackward0": 9.0}, 10.0)
@@ -199,6 +217,9 @@ def test_sac_update_benchmark_splits_a_profiled_step() -> None:
         prof = profile_step(loop.learn, sample, steps=2)
         assert prof["split"]["matmul"] > 0 and prof["split"]["adam"] > 0
         assert sum(prof["split"].values()) == pytest.approx(1.0, abs=0.01)
+        assert profile_step(loop.learn, sample, steps=1, threads=2)["step_ms"] > 0
+        assert torch.get_num_threads() == threads
+        assert cleanrl_side(loop, sample)(2) > 0  # CleanRL's step on the same sample
         frames = len(loop.buffer)
         parts = iteration_split(loop, iterations=3)
         assert list(parts) == ["rollout", "write", "sample", "to_device", "learn", "target"]

@@ -327,3 +327,22 @@ def test_ctrl_c_while_starting_is_one_line(tmp_path) -> None:
         _, lines = _interrupt(proc)
         assert proc.returncode == 130, lines[-20:]
         assert len(lines) == 1 and lines[0].startswith("torchfrag.train: interrupted (Ctrl-C)"), lines
+
+
+def test_a_placement_the_policy_refuses_is_one_line_before_the_listing(tmp_path) -> None:
+    """The real command: the refusal comes before the captured loop's listing and any process."""
+    from test_train_misuse import _assert_one_line_refusal
+
+    proc = _cli(["algo=ppo", "policy=apex", "total_frames=4096"], tmp_path)
+    _assert_one_line_refusal(proc, tmp_path / "run", "policy apex: loop 'PPOLoop' has no replay buffer",
+                             "e.g. algo=dqn")
+
+
+def test_the_documented_apex_command_runs(tmp_path) -> None:
+    """docs/policies.md's `algo=dqn policy=apex`: the shipped DQN's epsilon annealing writes no key,
+    so it stays on the learner (it was refused as a fragment feeding the replay write)."""
+    proc = _cli(["algo=dqn", "policy=apex", "policy.actors=2", "algo.num_envs=4", "algo.learning_starts=64",
+                 "total_frames=512", "eval_episodes=0", "plot=false", "progress=false", "logger=none"],
+                tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "done: " in proc.stdout + proc.stderr

@@ -125,6 +125,8 @@ REFUSED = [
     ("algo.lr=inf", ["algo.lr must be a finite number > 0", "got inf"]),
     ("algo.lr=nan", ["algo.lr", "got nan"]),
     ("algo=sac algo.critic_lr=-0.001", ["algo.critic_lr must be a finite number > 0", "got -0.001"]),
+    ("algo=sac algo.matmul_dtype=float16", ["algo.matmul_dtype must be one of ['bfloat16', 'float32']",
+                                            "got 'float16'"]),
     ("algo.hidden=[64,-1]", ["algo.hidden must list layer sizes >= 1", "got [64, -1]"]),
     ("algo.hidden=[0]", ["algo.hidden", "got [0]"]),
     ("algo.minibatch_size=100000", ["algo.minibatch_size", "at most one iteration's 256 frames",

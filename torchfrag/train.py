@@ -590,6 +590,14 @@ def train(cfg: DictConfig, run_dir: str | None = None) -> dict[str, Any]:
     loop = factory()
     rollout = env_fragment(loop)
     graph = capture(loop)
+    if cfg.policy.name != "local":  # a placement the policy refuses: one line, before the listing
+        from torchfrag.policies import PolicyError, as_policy
+
+        try:
+            as_policy(cfg.policy).place(graph)
+        except PolicyError:
+            close_loop(loop)
+            raise
     iterations = pcfg.iterations
     start = 0
     curve: list[tuple[int, float]] = []
@@ -744,9 +752,11 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         _refuse(err)
     from torchfrag.runtime.checkpoint import CheckpointError
 
+    from torchfrag.policies import PolicyError
+
     try:
         summary = train(cfg)
-    except (ResumeRefused, CheckpointError) as err:  # raised before the first iteration
+    except (ResumeRefused, CheckpointError, PolicyError) as err:  # raised before the first iteration
         _refuse(err)
     return summary["eval_return"]
 

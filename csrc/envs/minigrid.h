@@ -4,9 +4,9 @@
 // Lava/SimpleCrossing, KeyCorridor, MultiRoom, Dynamic-Obstacles, Fetch,
 // GoToDoor, Memory, DistShift, Unlock, UnlockPickup, BlockedUnlockPickup,
 // RedBlueDoors, GoToObject, PutNear, LockedRoom, Playground, ObstructedMaze v0
-// and v1) under minigrid's ids.  A cell is stored as its 3-byte encoding
-// (object, colour, state) plus what a box holds, so the observation is a copy
-// of cells and needs no per-object lookups.
+// and v1, the six WFC presets of minigrid_wfc.h) under minigrid's ids.  A cell
+// is stored as its 3-byte encoding (object, colour, state) plus what a box
+// holds, so the observation is a copy of cells and needs no per-object lookups.
 //
 // Layouts (and Dynamic-Obstacles' moves) are drawn from a NumpyRandom, the
 // same stream as Gymnasium's `np_random`, with minigrid's draws in minigrid's
@@ -24,6 +24,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "../env.h"
+#include "minigrid_wfc.h"
 #include "numpy_random.h"
 
 namespace torchfrag {
@@ -135,7 +137,7 @@ class Grid {
 enum class Kind { kEmpty, kDoorKey, kFourRooms, kLavaGap, kCrossing, kKeyCorridor, kMultiRoom,
                   kDynamicObstacles, kFetch, kGoToDoor, kMemory, kDistShift, kUnlock,
                   kUnlockPickup, kBlockedUnlockPickup, kRedBlueDoors,
-                  kGoToObject, kPutNear, kLockedRoom, kPlayground, kObstructedMaze };
+                  kGoToObject, kPutNear, kLockedRoom, kPlayground, kObstructedMaze, kWFC };
 
 // One registered id: its generator and minigrid's constructor arguments.
 struct Config {
@@ -155,6 +157,7 @@ struct Config {
   int quarters = 0;
   Pos agent_room{0, 0};
   bool key_in_box = false, blocked = false, keys_last = false;
+  int wfc_preset = -1;  // WFC: index into wfc_data::kPresets
 };
 
 constexpr int kView = 7;  // minigrid's default agent_view_size
@@ -165,6 +168,11 @@ class MiniGridEnv : public Env {
       : cfg_(cfg),
         max_steps_(o.i("max_episode_steps")),
         reference_seed_(o.i("reference_seed")) {
+    if (cfg_.kind == Kind::kWFC) {
+      // WFCEnv solves a wave inside its one-cell wall border.
+      wfc_ = std::make_unique<wfc::Generator>(wfc_data::kPresets[cfg_.wfc_preset],
+                                              cfg_.height - 2, cfg_.width - 2);
+    }
     if (max_steps_ <= 0) {
       // minigrid's reward 1 - 0.9 * steps / max_steps needs a limit.
       throw std::invalid_argument("MiniGrid envs need max_episode_steps >= 1, got " +
@@ -390,7 +398,24 @@ class MiniGridEnv : public Env {
       case Kind::kLockedRoom: gen_locked_room(w, h); break;
       case Kind::kPlayground: gen_playground(w, h); break;
       case Kind::kObstructedMaze: gen_obstructed_maze(); break;
+      case Kind::kWFC: gen_wfc(w, h); break;
     }
+  }
+
+  // WFCEnv._gen_grid: the solved layout (row r, column c of the wave is cell
+  // x = r + 1, y = c + 1: minigrid decodes its (row, column) array as (x, y)).
+  void gen_wfc(int w, int h) {
+    grid_.wall_rect(0, 0, w, h);
+    const wfc::Layout layout = wfc_->generate(np_);
+    const int cols = w - 2;
+    for (int r = 0; r < h - 2; ++r) {
+      for (int c = 0; c < cols; ++c) {
+        if (layout.wall[static_cast<size_t>(r) * cols + c]) grid_.set(r + 1, c + 1, kWallCell);
+      }
+    }
+    grid_.set(layout.goal_r + 1, layout.goal_c + 1, kGoalCell);
+    agent_ = Pos{layout.start_r + 1, layout.start_c + 1};
+    dir_ = rand_int(0, 4);
   }
 
   void gen_empty(int w, int h) {
@@ -1179,6 +1204,7 @@ class MiniGridEnv : public Env {
   int64_t step_count_ = 0;
   int64_t mission_ = 0;
   std::vector<Pos> obstacles_;
+  std::unique_ptr<wfc::Generator> wfc_;  // WFC ids only
   std::vector<Room> rooms_;
   int room_cols_ = 3;
   Cell target_ = kNone;
@@ -1337,6 +1363,13 @@ inline const std::map<std::string, Config>& configs() {
         c.keys_last = true;
         t[name + "-v1"] = c;
       }
+    }
+    // WFC: minigrid's default WFC_PRESETS (EnvPool's six), size 25, max_steps 20 * size.
+    for (int k = 0; k < static_cast<int>(std::size(wfc_data::kPresets)); ++k) {
+      Config c = square(Kind::kWFC, 25, 0, false);
+      c.max_steps = 20 * 25;
+      c.wfc_preset = k;
+      add(std::string("WFC-") + wfc_data::kPresets[k].name, c);
     }
     for (int s : {7, 9, 11, 13, 17}) {
       Config c = square(Kind::kMemory, s, 5, false);

@@ -99,6 +99,10 @@ class ForeachSoftUpdate(SoftUpdate):
         sources, targets = self._pairs
         torch._foreach_lerp_(targets, sources, 1.0 - self.eps)
 
+#: ``SACConfig.matmul_dtype`` values and the dtype each gives ``FastSACLoss`` (``None``: the parameters').
+MATMUL_DTYPES: dict[str, torch.dtype | None] = {"float32": None, "bfloat16": torch.bfloat16}
+
+
 @dataclass
 class SACConfig(AlgoConfig):
     """SAC hyper-parameters (defaults: a fast Pendulum-v1 recipe; MuJoCo: ``conf/algo/sac_mujoco.yaml``).
@@ -121,6 +125,11 @@ class SACConfig(AlgoConfig):
         loss_function: Critic loss, ``"l2"`` or ``"smooth_l1"``.
         max_grad_norm: Gradient-norm clip (``None``: none).
         hidden: Hidden layer sizes of the actor and the Q-networks.
+        matmul_dtype: ``"float32"`` (default) or ``"bfloat16"``: the dtype of the networks' matrix
+            products in the gradient step (parameters, gradients, Adam and the losses stay
+            float32; acting stays float32). bfloat16 uses the bf16 matrix units of recent CPUs
+            (AMX, AVX-512-BF16) and GPUs: a faster step, with ~3 significant digits in the
+            products (``benchmarks/sac_update.py``; what it learns: ``docs/benchmarks.md``).
         device: Where the networks, the losses and the gradient steps run (``"cpu"``,
             ``"cuda"``, ``"cuda:1"``, ...). The env pool and the replay buffer stay on
             the CPU; each replay sample and each step's observations go to the device,
@@ -142,6 +151,7 @@ class SACConfig(AlgoConfig):
     loss_function: str = "l2"
     max_grad_norm: float | None = None
     hidden: list[int] = field(default_factory=lambda: [64, 64])
+    matmul_dtype: str = "float32"
     device: str = "cpu"
 
     def validate(self, prefix: str = "algo.") -> None:
@@ -155,6 +165,8 @@ class SACConfig(AlgoConfig):
             ValueError: algo.device must be a torch device such as 'cpu' or 'cuda:0', got 'gpu0'
         """
         super().validate(prefix)
+        _require(isinstance(self.matmul_dtype, str) and self.matmul_dtype in MATMUL_DTYPES,
+                 f"{prefix}matmul_dtype must be one of {sorted(MATMUL_DTYPES)}", self.matmul_dtype)
         if self.critic_lr is not None:
             _require(_is_real(self.critic_lr) and math.isfinite(self.critic_lr) and self.critic_lr > 0,
                      f"{prefix}critic_lr must be a finite number > 0 (or null: lr)", self.critic_lr)
@@ -220,7 +232,8 @@ class SACLoop(LoopBase):
         self.to_device = ToDevice(self.device)
         self.loss = FastSACLoss(actor, qnet, num_qvalue_nets=2, loss_function=cfg.loss_function,
                                 alpha_init=cfg.alpha_init, delay_qvalue=True,
-                                action_spec=env.action_spec_unbatched)
+                                action_spec=env.action_spec_unbatched,
+                                matmul_dtype=MATMUL_DTYPES[cfg.matmul_dtype])
         self.loss.make_value_estimator(gamma=cfg.gamma)
         # Learn's default Adam (eps 1e-5), fused: one kernel for all parameters instead of a
         # Python loop over them (~0.6 -> ~0.25 ms per step for 256x256 networks on one CPU core).

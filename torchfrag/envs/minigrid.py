@@ -39,6 +39,7 @@ _FIXED = [
     (r"MiniGrid-RedBlueDoors-", "open the red door then the blue door"),
     (r"MiniGrid-Playground-", ""),  # no task
     (r"MiniGrid-ObstructedMaze-", "pick up the blue ball"),
+    (r"MiniGrid-WFC-", "traverse the maze to get to the goal"),
 ]
 
 

@@ -204,16 +204,26 @@ class Fragment(TensorDictModuleBase):
         writes into them.
         """
         out: dict[str, torch.Tensor] = {}
-        seen: set[int] = set()
-        for i, m in enumerate(self._owned_modules + self._read_modules):
-            if id(m) in seen:
-                continue
-            seen.add(id(m))
+        for i, m in self.state_modules():
             own = per_replica_keys(m)
             for k, v in m.state_dict(keep_vars=True).items():
                 if isinstance(v, torch.Tensor) and k not in own:
                     out[f"m{i}.{k}"] = v
         out.update({f"produced.{k}": v for k, v in self.produced_state().items()})
+        return out
+
+    def state_modules(self) -> list[tuple[int, nn.Module]]:
+        """The modules whose state :meth:`shared_state` carries, with their index in its keys.
+
+        The modules this fragment owns, then those it reads, each once (``m{index}.`` prefixes
+        the module's ``state_dict`` keys in :meth:`shared_state`).
+        """
+        out: list[tuple[int, nn.Module]] = []
+        seen: set[int] = set()
+        for i, m in enumerate(self._owned_modules + self._read_modules):
+            if id(m) not in seen:
+                seen.add(id(m))
+                out.append((i, m))
         return out
 
     def load_shared_state(self, state: dict[str, torch.Tensor]) -> None:

@@ -11,12 +11,20 @@ and out of the bytes :func:`~torchfrag.policies.explain` counts.
 
 The driver's own copy of a marked buffer is checkpointed with its loop as before; a replica
 keeps the value its factory gave it (and whatever its own fragments make of it).
+
+A buffer the factory builds differently on a worker but leaves unmarked is overwritten by the
+driver's at the first sync: the run says so once, naming the buffers and the workers
+(:func:`buffer_digests` on each side, :func:`differing_buffers` on the driver).
 """
 from __future__ import annotations
 
+import hashlib
+from typing import Any
+
+import torch
 from torch import nn
 
-__all__ = ["per_replica", "per_replica_keys"]
+__all__ = ["buffer_digests", "differing_buffers", "per_replica", "per_replica_keys"]
 
 _ATTR = "_torchfrag_per_replica"
 
@@ -70,3 +78,62 @@ def per_replica_keys(module: nn.Module) -> frozenset[str]:
         for name in getattr(sub, _ATTR, ()):
             out.add(f"{prefix}.{name}" if prefix else name)
     return frozenset(out)
+
+
+def buffer_digests(graph: Any) -> dict[str, tuple[tuple[int, ...], str, str]]:
+    """``{name: (shape, dtype, sha1 of the bytes)}`` of every buffer placement syncs in ``graph``.
+
+    The buffers of the modules whose state a fragment shares (its
+    :meth:`~torchfrag.fragments.Fragment.shared_state`), less those marked :func:`per_replica`,
+    named by their path in the captured loop (``greedy.eps``), so that the driver's and a
+    worker's copies of one loop name them alike.
+
+    Args:
+        graph: A captured loop (:func:`torchfrag.graph.capture`).
+
+    Example:
+        >>> import torch
+        >>> from torchfrag.fragments import Fragment
+        >>> from torchfrag.graph import capture
+        >>> class Scale(Fragment):
+        ...     def __init__(self):
+        ...         holder = torch.nn.Module()
+        ...         holder.register_buffer("k", torch.tensor(2.0))
+        ...         super().__init__(in_keys=["x"], out_keys=["x"], reads=holder)
+        ...         self.holder = holder
+        ...     def forward(self, td):
+        ...         return td.set("x", td["x"] * self.holder.k)
+        >>> class Loop(torch.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.scale = Scale()
+        ...     def forward(self, td):
+        ...         return self.scale(td)
+        >>> sorted(buffer_digests(capture(Loop(), in_keys=["x"])))
+        ['scale.holder.k']
+    """
+    names = {id(b): name for name, b in graph.loop.named_buffers()}  # the first path to each
+    out: dict[str, tuple[tuple[int, ...], str, str]] = {}
+    for node in (n.name for n in graph.nodes):
+        for i, m in graph.fragment(node).state_modules():
+            own = per_replica_keys(m)
+            for k, v in m.named_buffers():
+                if k in own or not isinstance(v, torch.Tensor):
+                    continue
+                raw = v.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+                out[names.get(id(v), f"{node}.m{i}.{k}")] = (tuple(v.shape), str(v.dtype),
+                                                             hashlib.sha1(raw).hexdigest())
+    return out
+
+
+def differing_buffers(mine: dict[str, tuple[tuple[int, ...], str, str]],
+                      theirs: dict[str, tuple[tuple[int, ...], str, str]]) -> list[str]:
+    """Names in both digests (same shape and dtype) whose values differ, sorted.
+
+    Example:
+        >>> differing_buffers({"a": ((), "f", "1"), "b": ((), "f", "2")},
+        ...                   {"a": ((), "f", "1"), "b": ((), "f", "3")})
+        ['b']
+    """
+    return sorted(k for k, (shape, dtype, digest) in mine.items()
+                  if k in theirs and theirs[k][:2] == (shape, dtype) and theirs[k][2] != digest)

@@ -49,6 +49,10 @@ class ApexPolicy(ActorsPolicy):
         held = placement.nodes_of("replay")
         writes = [n for n in held if isinstance(graph.fragment(n), ReplayWrite)]
         samples = [n for n in held if isinstance(graph.fragment(n), ReplaySample)]
+        if not any(isinstance(graph.fragment(n.name), (ReplayWrite, ReplaySample)) for n in graph.nodes):
+            raise PolicyError(f"policy {self.name}: loop {graph.name!r} has no replay buffer (no ReplayWrite "
+                              "and ReplaySample fragments) for the replay role; Ape-X places an off-policy "
+                              "loop, e.g. algo=dqn")
         if len(writes) != 1 or len(samples) != 1 or len(held) != 2:
             raise PolicyError(f"policy {self.name}: the replay role holds one ReplayWrite and one "
                               f"ReplaySample of the same buffer; the rules put {held} on it "
@@ -56,13 +60,21 @@ class ApexPolicy(ActorsPolicy):
         if graph.fragment(writes[0]).buffer is not graph.fragment(samples[0]).buffer:
             raise PolicyError(f"policy {self.name}: {writes[0]} and {samples[0]} use different buffers")
         # The actors write their batches themselves: a fragment upstream of the write left on the
-        # learner would never see them (its output silently missing from the replay).
-        skipped = [n for n in _upstream(graph, writes[0]) if placement.roles.get(n, "learner") == "learner"]
+        # learner would never see them (its output silently missing from the replay). One that
+        # writes no key (DQN's epsilon annealing, a frame counter) adds nothing the replay misses:
+        # it runs on the learner over the batch's rewards and done flags.
+        skipped = [n for n in _upstream(graph, writes[0]) if placement.roles.get(n, "learner") == "learner"
+                   and _writes_keys(graph.fragment(n))]
         if skipped:
             raise PolicyError(f"policy {self.name}: {skipped} feed {writes[0]} but are on the learner; the "
                               f"actors write into the replay themselves, so put them on the actors (a "
                               f"rule such as {{tag: per_env, role: actor, chained: true}})")
         return placement
+
+
+def _writes_keys(fragment: Any) -> bool:
+    """Whether ``fragment``'s output differs from its input (keys written, or a fresh TensorDict)."""
+    return bool(getattr(fragment, "out_keys", ())) or not getattr(fragment, "passthrough", True)
 
 
 def _upstream(graph: FragmentGraph, node: str) -> list[str]:

@@ -21,6 +21,17 @@ such as ``Rollout.frames``) in :attr:`~torchfrag.fragments.Fragment.local_state`
 they are not reported. Attributes written outside these methods (through
 ``setattr``, by a helper function, by another object) are not seen.
 
+Buffers follow the same rule where nothing carries them (:func:`unsynced_buffers`): a
+registered buffer a fragment changes in ``forward`` (assigned, ``self.n += 1``, an in-place
+call such as ``self.n.add_(1)``, an item write) is reported when
+
+* the fragment runs on a worker role and the buffer is not in its
+  :meth:`~torchfrag.fragments.Fragment.produced_state` (the state placement merges back
+  into the driver's copy): the driver's copy never changes; or
+* the fragment runs on the driver and a fragment on another role holds the buffer's module
+  without carrying it in its :meth:`~torchfrag.fragments.Fragment.shared_state` (a module
+  that fragment neither owns nor reads): that role never sees the change.
+
 Example:
     >>> import torch
     >>> from torchfrag.fragments import Fragment
@@ -53,30 +64,32 @@ from torchfrag.policies.base import Placement
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["UnsyncedStateWarning", "NumberWrite", "number_writes", "unsynced_python_state",
-           "warn_unsynced_python_state"]
+__all__ = ["UnsyncedStateWarning", "NumberWrite", "buffer_writes", "number_writes", "unsynced_buffers",
+           "unsynced_python_state", "warn_unsynced_python_state"]
 
 #: The role of the driver process.
 DRIVER_ROLE = "learner"
 
 
 class UnsyncedStateWarning(UserWarning):
-    """A fragment changes state held in a plain Python number that the placement cannot sync."""
+    """A fragment changes state (a plain Python number, a buffer) that the placement cannot sync."""
 
 
 @dataclass(frozen=True)
 class NumberWrite:
-    """An ``int``/``float`` attribute a fragment assigns as it runs.
+    """An ``int``/``float`` attribute (or a buffer) a fragment changes as it runs.
 
     Attributes:
         path: The attribute, from the fragment (``temperature``, ``actor.temperature``).
-        type_name: ``int`` or ``float``.
+        type_name: ``int``, ``float`` or ``buffer``.
         owner: The object holding the attribute.
+        value: Its current value.
     """
 
     path: str
     type_name: str
     owner: Any = field(repr=False, compare=False)
+    value: Any = field(default=None, repr=False, compare=False)
 
 
 def _source_tree(func: Any) -> ast.AST | None:
@@ -154,19 +167,61 @@ def _resolve(root: Any, path: str) -> tuple[Any, Any]:
     return owner, getattr(owner, attr, None)
 
 
-def number_writes(fragment: nn.Module) -> list[NumberWrite]:
-    """The Python-number attributes ``fragment`` assigns as it runs, less its ``local_state``."""
+def _written_paths(tree: ast.AST) -> Iterator[str]:
+    """``"a.b"`` for every ``self.a.b`` that ``tree`` assigns, item-assigns or changes in place."""
+    for target in _assigned_targets(tree):
+        path = _self_path(target.value if isinstance(target, ast.Subscript) else target)
+        if path is not None:
+            yield path
+    for node in ast.walk(tree):  # torch's in-place methods: self.n.add_(1), self.n.copy_(x)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr.endswith("_") and not node.func.attr.startswith("_"):
+            path = _self_path(node.func.value)
+            if path is not None:
+                yield path
+
+
+def _writes(fragment: nn.Module, keep: Any) -> list[NumberWrite]:
+    """The attributes ``fragment`` changes as it runs whose ``(owner, attr, value)`` ``keep``
+    names a type for (less its ``local_state``)."""
     local = set(getattr(fragment, "local_state", ()))
     found: dict[str, NumberWrite] = {}
     for tree in _run_trees(type(fragment)):
-        for target in _assigned_targets(tree):
-            path = _self_path(target)
-            if path is None or path in local or path in found:
+        for path in _written_paths(tree):
+            if path in local or path in found:
                 continue
             owner, value = _resolve(fragment, path)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                found[path] = NumberWrite(path, type(value).__name__, owner)
+            type_name = keep(owner, path.rsplit(".", 1)[-1], value)
+            if type_name:
+                found[path] = NumberWrite(path, type_name, owner, value)
     return list(found.values())
+
+
+def number_writes(fragment: nn.Module) -> list[NumberWrite]:
+    """The Python-number attributes ``fragment`` assigns as it runs, less its ``local_state``."""
+    return _writes(fragment, lambda _owner, _attr, value: type(value).__name__
+                   if isinstance(value, (int, float)) and not isinstance(value, bool) else None)
+
+
+def buffer_writes(fragment: nn.Module) -> list[NumberWrite]:
+    """The registered buffers ``fragment`` changes as it runs, less its ``local_state``.
+
+    Example:
+        >>> import torch
+        >>> from torchfrag.fragments import Fragment
+        >>> class Count(Fragment):
+        ...     def __init__(self):
+        ...         super().__init__(["x"], ["x"])
+        ...         self.register_buffer("seen", torch.zeros((), dtype=torch.int64))
+        ...     def forward(self, td):
+        ...         self.seen.add_(td.numel())
+        ...         return td
+        >>> [(w.path, w.type_name) for w in buffer_writes(Count())]
+        [('seen', 'buffer')]
+    """
+    return _writes(fragment, lambda owner, attr, value: "buffer"
+                   if isinstance(owner, nn.Module) and attr in owner._buffers
+                   and owner._buffers[attr] is value and value is not None else None)
 
 
 def _placed_fragments(placement: Placement) -> Iterator[tuple[str, str, nn.Module]]:
@@ -205,6 +260,46 @@ def unsynced_python_state(placement: Placement) -> list[str]:
     return out
 
 
+def _carries(fragment: nn.Module, value: Any, produced: bool) -> bool:
+    """Whether ``fragment``'s produced (or shared) state holds the tensor ``value`` itself."""
+    method = "produced_state" if produced else "shared_state"
+    state = getattr(fragment, method, None)
+    return callable(state) and any(v is value for v in state().values())
+
+
+def unsynced_buffers(placement: Placement) -> list[str]:
+    """One message per buffer changed in ``forward`` that the placement never carries (see the module)."""
+    if placement.kind in ("in_process", "fused"):
+        return []
+    out = []
+    for name, role, fragment in _placed_fragments(placement):
+        for write in buffer_writes(fragment):
+            if role != DRIVER_ROLE:
+                if not _carries(fragment, write.value, produced=True):
+                    out.append(_buffer_message(placement, name, write, (
+                        f"it runs on the {role!r} workers, and the driver's copy never changes "
+                        "(nothing merges it back)"),
+                        "return it from the fragment's produced_state() (replicas' changes are "
+                        "merged into the driver's copy) or keep the fragment on the driver"))
+                continue
+            for node in placement.graph.nodes:
+                other = placement.roles.get(node.name, DRIVER_ROLE)
+                if other != DRIVER_ROLE and any(m is write.owner for m in node.module.modules()) \
+                        and not _carries(node.module, write.value, produced=False):
+                    out.append(_buffer_message(placement, name, write, (
+                        f"fragment {node.name!r} on the {other!r} workers holds it without owning "
+                        "or reading its module, so it never gets the change"),
+                        f"declare the module in {node.name!r}'s reads= (or owns=), so that its "
+                        "state follows the driver's"))
+                    break
+    return out
+
+
+def _buffer_message(placement: Placement, name: str, write: NumberWrite, where: str, fix: str) -> str:
+    return (f"policy {placement.policy.name}: fragment {name!r} changes the buffer self.{write.path} "
+            f"in forward and {where}. Fix: {fix}")
+
+
 def _message(placement: Placement, name: str, write: NumberWrite, where: str) -> str:
     attr = write.path.rsplit(".", 1)[-1]
     return (
@@ -215,12 +310,13 @@ def _message(placement: Placement, name: str, write: NumberWrite, where: str) ->
 
 
 def warn_unsynced_python_state(placement: Placement) -> list[str]:
-    """Issues one :class:`UnsyncedStateWarning` per :func:`unsynced_python_state` message.
+    """Issues one :class:`UnsyncedStateWarning` per :func:`unsynced_python_state` and
+    :func:`unsynced_buffers` message.
 
     Returns:
         The messages.
     """
-    messages = unsynced_python_state(placement)
+    messages = unsynced_python_state(placement) + unsynced_buffers(placement)
     for msg in messages:
         warnings.warn(msg, UnsyncedStateWarning, stacklevel=3)
     return messages

@@ -157,7 +157,7 @@ class EnvCalls(RpcExecutor):
         futs = [calls.call(w, _remote_setup, self.factory, EnvSlice(o, s, total, i, i + 1), "env", node, None,
                            extra, timeout=policy.timeout)
                 for i, (w, o, s) in enumerate(zip(workers, offsets, sizes))]
-        calls.wait(futs, workers, count_bytes=False)
+        self.wait_setup(futs, workers)
         self.env_workers = list(workers)
         self.state_frags = [ro]
         self.rollout_node = None  # _CentralAccounting accounts the rollout's frames itself

@@ -32,6 +32,7 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
+from torchfrag.fragments.replica_state import buffer_digests, differing_buffers
 from torchfrag.graph import FragmentGraph
 from torchfrag.runtime.comm import Calls, CommStats
 from torchfrag.runtime.launcher import Cluster, WorkerError
@@ -156,6 +157,29 @@ class RpcExecutor(Executor):
         self.options: dict[str, Any] = {}
         self._synced_version = -1
         self._state_cached: dict[torch.dtype, torch.Tensor] | None = None
+
+    def wait_setup(self, futs: Sequence[Any], workers: Sequence[str]) -> list[Any]:
+        """Waits for the workers' ``_remote_setup`` calls; says once which synced buffers differ.
+
+        A worker's factory may build a buffer differently from the driver's loop (Ape-X's
+        per-actor epsilon). Unless marked :func:`~torchfrag.fragments.per_replica`, the first
+        sync overwrites it with the driver's value: a warning names the buffers and workers.
+        """
+        results = self.calls.wait(futs, workers, count_bytes=False)
+        mine = buffer_digests(self.graph)
+        differ: dict[str, list[str]] = {}
+        for worker, result in zip(workers, results):
+            theirs = result.get("buffers") if isinstance(result, dict) else None
+            for name in differing_buffers(mine, theirs or {}):
+                differ.setdefault(name, []).append(worker)
+        if differ:
+            listing = "; ".join(f"{name} on {', '.join(ws)}" for name, ws in sorted(differ.items()))
+            logger.warning(
+                "policy %s: the loop factory built buffers differently on workers than on the "
+                "driver (%s); placement syncs buffers like weights, so they will take the driver's "
+                "values. If each worker should keep its own, mark them: "
+                "torchfrag.fragments.per_replica(module, name, ...)", self.policy.name, listing)
+        return results
 
     def option(self, key: str, default: Any = None) -> Any:
         """A setting from the groups' ``options`` (a policy class without them: its field ``key``)."""

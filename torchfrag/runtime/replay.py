@@ -196,7 +196,7 @@ class Replay(ReplicatedRollout):
                            {**extra, "device": policy.device("replay")}, timeout=policy.timeout)]
         futs += [setup_actor(self, w, chain, EnvSlice(o, s, all_envs, i, i + 2), i + 1, extra)
                  for i, (w, o, s) in enumerate(zip(actors, offsets, sizes))]
-        calls.wait(futs, workers, count_bytes=False)
+        self.wait_setup(futs, workers)
         calls.wait([calls.call(replay, _remote_replay_nodes, write, sample)], [replay], count_bytes=False)
         self.replay_worker = replay
         self._keys = list(graph.fragment(write).in_keys)

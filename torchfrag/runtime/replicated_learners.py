@@ -158,7 +158,7 @@ class ReplicatedLearners(LearnerActors):
                 sl = EnvSlice(base + offsets[i], sizes[i], all_envs, index, workers.index(w) + 1, node)
                 futs.append(setup_actor(self, w, chain, sl, index + 1, actor_extra))
                 who.append(w)
-        calls.wait(futs, who, count_bytes=False)
+        self.wait_setup(futs, who)
         futs = [calls.call(w, _remote_learner_setup, policy, self.options, chain, groups[r], envs,
                            timeout=policy.timeout)
                 for r, w in enumerate(learners, start=1)]

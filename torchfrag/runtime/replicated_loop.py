@@ -80,7 +80,7 @@ class ReplicatedLoop(RpcExecutor):
                 sl, seed_off = EnvSlice(rank * total, total, total * world, rank, rank, node), rank
             futs.append(calls.call(w, _remote_setup, self.factory, sl, "replica", None, seed_off, extra,
                                    timeout=policy.timeout))
-        calls.wait(futs, workers, count_bytes=False)
+        self.wait_setup(futs, workers)
         futs = [calls.call(w, _remote_dp_setup, i + 1, world, pg_init, backend,
                            policy.timeout) for i, w in enumerate(workers)]
         self.group.join(graph, backend, pg_init, world, policy.timeout)

@@ -302,7 +302,7 @@ class ReplicatedRollout(RpcExecutor):
         ranks = [self.cluster.workers.index(w) + 1 for w in workers]
         futs = [setup_actor(self, w, chain, EnvSlice(o, s, all_envs, i, r, node), seed_base + i + 1, extra)
                 for i, (w, o, s, r) in enumerate(zip(workers, offsets, sizes, ranks))]
-        self.calls.wait(futs, workers, count_bytes=False)
+        self.wait_setup(futs, workers)
         self.install(chain, workers, all_envs, replace)
 
     def request(self, worker: str, weights: dict[torch.dtype, torch.Tensor] | None) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from torchfrag.fragments.replica_state import buffer_digests
 from torchfrag.graph import FragmentGraph, capture
 from torchfrag.runtime.gradsync import install_gradient_sync
 from torchfrag.runtime.state_sync import (allreduce_produced, produced_bases, produced_delta, snapshot,
@@ -92,7 +93,9 @@ def _remote_setup(factory: Any, env_slice: Any, role: str, node: str | Sequence[
     """Builds this worker's fragments from the factory; returns a short description.
 
     ``node`` names the fragment this worker runs; an actor gets its chain (the
-    rollout first, then the per-env fragments placed with it).
+    rollout first, then the per-env fragments placed with it). The description carries the
+    digests of the buffers placement syncs (:func:`~torchfrag.fragments.replica_state.buffer_digests`),
+    so that the driver can say which ones the factory built differently.
     """
     from torchfrag.policies.factory import EnvSlice  # noqa: F401 - unpickling needs it importable
 
@@ -125,7 +128,8 @@ def _remote_setup(factory: Any, env_slice: Any, role: str, node: str | Sequence[
         _WORKER["fragment"] = rollout
     elif role == "replica":
         _WORKER["fragment"] = graph
-    return {"role": role, "envs": None if env_slice is None else env_slice.count}
+    return {"role": role, "envs": None if env_slice is None else env_slice.count,
+            "buffers": buffer_digests(graph)}
 
 
 def _with_env_threads(factory: Any, threads: int) -> Any:

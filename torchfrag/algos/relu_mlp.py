@@ -1,0 +1,170 @@
+"""A stack of linear layers with ReLU between them as one autograd node, for small networks on a CPU.
+
+Autograd records a ReLU MLP of ``L`` layers as about ``3L`` nodes (``addmm`` or
+``baddbmm``, ``relu``, views), each with its own saved tensors, its own
+backward call and fresh output buffers; for SAC's 256x256 networks at batch 256
+on one CPU core that bookkeeping costs about as much as the matrix products
+(``benchmarks/sac_update.py``). :func:`relu_mlp` runs the same layers as one
+:class:`torch.autograd.Function`: ReLU in place on each product, the
+post-activation outputs saved once (they are both the next layer's input and
+ReLU's mask), and a hand-written backward that computes only what is asked for
+(no weight gradients for weights passed detached, no input gradient when the
+input does not need one). Values and gradients are those of the layer-by-layer
+network (``tests/test_relu_mlp.py``).
+
+Weights are ``[out, in]`` (one network) or ``[N, out, in]`` (``N`` networks of
+the same shape run as batched matrix products, as TorchRL's stacked ensemble
+parameters are); a ``[B, in]`` input is shared by all ``N`` networks.
+
+Example:
+    >>> import torch
+    >>> from torchfrag.algos.relu_mlp import relu_mlp
+    >>> w0, b0 = torch.randn(4, 3, requires_grad=True), torch.zeros(4, requires_grad=True)
+    >>> w1, b1 = torch.randn(2, 4, requires_grad=True), torch.zeros(2, requires_grad=True)
+    >>> x = torch.randn(5, 3)
+    >>> y = relu_mlp(x, [(w0, b0), (w1, b1)])
+    >>> ref = torch.nn.functional.linear(torch.relu(torch.nn.functional.linear(x, w0, b0)), w1, b1)
+    >>> torch.allclose(y, ref)
+    True
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["relu_mlp"]
+
+
+def _affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """``x @ w^T + b`` for one network (``w`` 2-D) or ``N`` stacked ones (``w`` ``[N, out, in]``)."""
+    if w.dim() == 2:
+        return torch.addmm(b, x, w.t()) if b is not None else x.mm(w.t())
+    if x.dim() == 2:  # one input for every network
+        x = x.expand(w.shape[0], *x.shape)
+    if b is None:
+        return torch.bmm(x, w.transpose(1, 2))
+    return torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
+
+
+def _cast(t: torch.Tensor, dtype: torch.dtype, cache: dict | None) -> torch.Tensor:
+    """``t`` in ``dtype``, from ``cache`` (keyed by storage address, shape and dtype) when it holds it."""
+    if cache is None or t.dtype == dtype:
+        return t.to(dtype)
+    key = (t.data_ptr(), t.shape, t.stride(), t.dtype)
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = t.to(dtype)
+    return hit
+
+
+def _forward(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]],
+             dtype: torch.dtype | None, cache: dict | None = None
+             ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    """The network's output (in ``x``'s dtype), the input of every layer (post-ReLU activations after
+    the first) and the weights as multiplied (in ``dtype`` when given)."""
+    out_dtype = x.dtype
+    if dtype is not None:
+        x = x.to(dtype)
+        layers = [(_cast(w, dtype, cache), _cast(b, dtype, cache) if b is not None else None) for w, b in layers]
+    inputs = [x]
+    h = x
+    last = len(layers) - 1
+    for i, (w, b) in enumerate(layers):
+        h = _affine(h, w, b)
+        if i < last:
+            h = h.relu_()  # a fresh product: nothing else holds it
+            inputs.append(h)
+    return h.to(out_dtype), inputs, [w for w, _ in layers]
+
+
+class _ReluMLP(torch.autograd.Function):
+    """``relu_mlp`` as one autograd node: inputs ``(x, w0, b0, w1, b1, ...)``."""
+
+    @staticmethod
+    def forward(ctx: Any, dtype: torch.dtype | None, cache: dict | None, x: torch.Tensor,
+                *flat: torch.Tensor | None) -> torch.Tensor:
+        layers = list(zip(flat[0::2], flat[1::2]))
+        out, inputs, weights = _forward(x, layers, dtype, cache)
+        ctx.n_layers = len(layers)
+        ctx.has_bias = [b is not None for _, b in layers]
+        ctx.dtypes = (x.dtype, flat[0].dtype)  # of the input, of the parameters
+        ctx.save_for_backward(*inputs, *weights)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        n = ctx.n_layers
+        saved = ctx.saved_tensors
+        inputs, weights = saved[:n], saved[n:]
+        needs = ctx.needs_input_grad[2:]  # after dtype and cache
+        x_dtype, p_dtype = ctx.dtypes
+        grads: list[torch.Tensor | None] = [None] * (1 + 2 * n)
+        g = grad.to(weights[0].dtype)
+        for i in range(n - 1, -1, -1):
+            a, w = inputs[i], weights[i]
+            stacked = w.dim() == 3
+            if needs[1 + 2 * i]:  # dL/dW = g^T a (per network)
+                if stacked:
+                    a3 = a if a.dim() == 3 else a.expand(w.shape[0], *a.shape)
+                    grads[1 + 2 * i] = torch.bmm(g.transpose(1, 2), a3).to(p_dtype)
+                else:
+                    grads[1 + 2 * i] = g.t().mm(a).to(p_dtype)
+            if ctx.has_bias[i] and needs[2 + 2 * i]:
+                grads[2 + 2 * i] = g.sum(-2, dtype=p_dtype)
+            if i == 0 and not needs[0]:
+                break
+            g = torch.bmm(g, w) if stacked else g.mm(w)
+            if i > 0:
+                # ReLU's gradient, zero where its output is zero, in place (masked_fill_ and where
+                # with a boolean mask are ~20x slower on a CPU core)
+                g = torch.ops.aten.threshold_backward.grad_input(g, a, 0.0, grad_input=g)
+            elif stacked and a.dim() == 2:
+                g = g.sum(0)  # the shared input's gradient: summed over the networks
+        if needs[0]:
+            grads[0] = g.to(x_dtype)
+        return (None, None, *grads)
+
+
+def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]],
+             dtype: torch.dtype | None = None, cache: dict | None = None) -> torch.Tensor:
+    """``linear -> ReLU -> ... -> linear`` over ``layers`` (``(weight, bias or None)`` pairs, the input first).
+
+    Gradients reach every tensor that requires one; pass a weight ``.detach()``-ed to
+    leave it without a gradient. Under ``torch.no_grad()`` (or when nothing needs a
+    gradient) it runs the layers without recording anything.
+
+    Args:
+        x: ``[B, in]``, or ``[N, B, in]`` for ``N`` stacked networks.
+        layers: ``(weight, bias)`` per layer; weights ``[out, in]`` or ``[N, out, in]``.
+        dtype: Multiply in this dtype (e.g. ``torch.bfloat16``: AMX/AVX-512-BF16 matrix units on
+            recent x86 CPUs, tensor cores on GPUs), the input, weights and activations cast to it;
+            the output, the input's gradient and the parameters' gradients come back in their own
+            dtypes (bias gradients summed in it). ``None``: the input's dtype, no casts.
+        cache: With ``dtype``, a dict that keeps the cast parameters for the caller's next calls
+            (a network run twice on the same weights casts them once). The caller empties it
+            whenever a parameter may have changed in place (after an optimizer step).
+
+    Returns:
+        ``[B, out]``, or ``[N, B, out]`` for stacked networks.
+
+    Raises:
+        ValueError: No layers, or layers whose weights are not all 2-D or all 3-D.
+
+    Example:
+        >>> import torch
+        >>> from torchfrag.algos.relu_mlp import relu_mlp
+        >>> w = torch.randn(2, 4, 3)  # two networks of one layer
+        >>> relu_mlp(torch.randn(5, 3), [(w, None)]).shape
+        torch.Size([2, 5, 4])
+    """
+    if not layers:
+        raise ValueError("relu_mlp needs at least one (weight, bias) layer")
+    dims = {w.dim() for w, _ in layers}
+    if dims not in ({2}, {3}):
+        raise ValueError(f"relu_mlp needs weights all [out, in] or all [N, out, in]; got dims {sorted(dims)}")
+    flat = [t for layer in layers for t in layer]
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, *flat)):
+        return _ReluMLP.apply(dtype, cache, x, *flat)
+    return _forward(x, layers, dtype, cache)[0]

@@ -3,13 +3,15 @@
 For each env id of a family, the same ids, batch and threads run on torchfrag's
 pool and envpool (sync ``step`` of the whole batch), alternating sides, and
 report medians of env steps per second.  Where a family has a physics engine,
-its limit is measured too: the same envs stepped in a plain C++ loop with no
-pool around them (``benchmarks/native/<family>_limit.cpp``; DMC: ``mj_step``
-from the same number of threads, see :func:`dmc_limit_runner`), so ``of limit``
-says how much of the engine's speed the pool keeps. DMC also records CPU time
-per env step of ``mj_step`` alone and of the pool (:func:`dmc_cpu_breakdown`),
-which a loaded host distorts far less than wall-clock rates; Box2D records the CPU
-time per env step of both pools with one worker thread at the smallest size
+its limit is measured too: the physics work an env step must do, run over the
+same envs from the same number of threads in a plain C++ loop with no pool
+around it (``benchmarks/native/<family>_limit.cpp``: Box2D's envs as built,
+DMC's MuJoCo calls of dm_control's ``Physics.step``, see
+:func:`dmc_limit_runner`), so ``of limit`` says how much of the engine's speed
+the pool keeps.  DMC also records CPU time per env step of that physics (and of
+bare ``mj_step`` for comparison) and of the pool (:func:`dmc_cpu_breakdown`),
+which a loaded host distorts far less than wall-clock rates; Box2D records the
+CPU time per env step of both pools with one worker thread at the smallest size
 (:func:`cpu_per_step`), for the same reason.  Results go to
 ``benchmarks/results/catalog_<family>.json`` and ``.png``.
 
@@ -17,7 +19,7 @@ Usage:
     python -m benchmarks.catalog --family box2d            # a few minutes
     python -m benchmarks.catalog --family minigrid --quick # fewer ids, sizes and repeats
     python -m benchmarks.catalog --family minigrid_wfc     # the six WFC ids
-    python -m benchmarks.catalog --family dmc              # limit: mj_step on dm_control's XML
+    python -m benchmarks.catalog --family dmc              # limit: dm_control's physics in C++
 """
 from __future__ import annotations
 
@@ -77,10 +79,7 @@ SIZES: dict[str, tuple[list[int], list[int]]] = {
     "minigrid_wfc": ([16, 256], [64]),
     "dmc": ([8, 32], [16]),
 }
-# DMC physics limit: (suite XML, mj_step calls per env step = control_timestep / timestep).
-DMC_PHYSICS = {"CartpoleSwingup-v1": ("cartpole.xml", 1), "CheetahRun-v1": ("cheetah.xml", 1),
-               "FingerSpin-v1": ("finger.xml", 2), "WalkerWalk-v1": ("walker.xml", 10),
-               "HumanoidRun-v1": ("humanoid.xml", 5)}
+# The DMC limit loop (benchmarks/native/dmc_limit.cpp) knows the ids of FAMILIES["dmc"].
 
 
 def _build_box2d_limit(workdir: str) -> str:
@@ -115,121 +114,109 @@ def limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: float
     return measure
 
 
-def _dmc_model(env_id: str) -> tuple[object, int]:
+def _build_dmc_limit(workdir: str) -> str:
+    """Compiles the DMC limit loop (with the pool's task classes) against the mujoco wheel."""
     import mujoco
 
-    from torchfrag._preload.mujoco import dmc_assets_dir
+    mujoco_dir = os.path.dirname(os.path.abspath(mujoco.__file__))
+    libs = sorted(f for f in os.listdir(mujoco_dir) if f.startswith("libmujoco.so."))
+    if not libs:
+        raise SystemExit(f"no libmujoco.so.<version> in {mujoco_dir}")
+    exe = os.path.join(workdir, "dmc_limit")
+    # The extension's flags, as for the Box2D loop: the tasks' reward and
+    # observation code is compiled here from the same sources.
+    flags = [f for f in (sysconfig.get_config_var("CFLAGS") or "").split()
+             if not f.startswith("-W")] + ["-O3", "-fvisibility=hidden"]
+    cmd = [os.environ.get("CXX", "g++"), "-std=c++17", *flags, "-pthread",
+           "-I" + os.path.join(ROOT, "csrc"), "-I" + os.path.join(mujoco_dir, "include"),
+           os.path.join(ROOT, "benchmarks", "native", "dmc_limit.cpp"),
+           os.path.join(ROOT, "csrc", "envs", "dmc.cpp"),
+           "-L" + mujoco_dir, "-l:" + libs[-1], "-Wl,-rpath," + mujoco_dir, "-o", exe]
+    subprocess.run(cmd, check=True)
+    return exe
 
-    xml, nsub = DMC_PHYSICS[env_id]
-    return mujoco.MjModel.from_xml_path(os.path.join(dmc_assets_dir(), xml)), nsub
+
+def _dmc_limit(exe: str, env_id: str, n: int, threads: int, seconds: float,
+               mode: str = "sequence") -> tuple[float, float]:
+    """One run of the DMC limit loop: (env steps/s, CPU microseconds per env step)."""
+    from torchfrag._preload.mujoco import DMC_ASSETS_ENV_VAR, dmc_assets_dir
+
+    env = dict(os.environ)
+    env.setdefault(DMC_ASSETS_ENV_VAR, dmc_assets_dir() or "")
+    out = subprocess.run([exe, env_id, str(n), str(threads), str(seconds), mode],
+                         check=False, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"{exe} {env_id} failed: {out.stderr.strip()}")
+    rate, cpu_us = out.stdout.split()
+    return float(rate), float(cpu_us)
 
 
-def dmc_limit_runner(env_id: str, n: int, threads: int, min_time: float
+def dmc_limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: float
                      ) -> Callable[[], float]:
-    """The physics limit of a DMC task: ``mujoco.mj_step`` on dm_control's XML.
+    """The physics limit of a DMC task: the MuJoCo work its env steps must do, with no pool.
 
-    ``threads`` threads run at once (MuJoCo's bindings release the GIL), each
-    stepping its share of ``n`` envs (own ``MjData``) round robin with random
-    controls, as the pool's workers do. Only the ``mj_step`` calls are timed
-    (no observation, reward or Python loop cost); the rate is the sum over
-    threads of steps / time inside ``mj_step``. Measured concurrently, under
-    the same load as the pool beside it: one thread's rate times ``threads``
-    (what this runner did before) assumes idle cores, which a shared host
-    does not have.
+    ``benchmarks/native/dmc_limit.cpp`` steps the same ``n`` envs (the pool's
+    own task classes: same models, same resets and episode length, so the
+    physics sees the same states) from ``threads`` C++ threads, each owning a
+    contiguous chunk, and runs per env step only the MuJoCo calls of
+    dm_control's ``Physics.step`` (``mj_step2``, ``n_sub_steps - 1``
+    ``mj_step``, ``mj_step1``; RK4 models ``n_sub_steps`` ``mj_step`` then
+    ``mj_step1``) on random controls: no queues, batches, Python caller,
+    observations or rewards, and perfect parallelism. That is the physics work
+    an env step must do, and the most env steps/s any pool could reach with
+    these envs on this many threads; ``of limit`` is the pool's rate over this
+    one, measured alternating with it under the same load.
+
+    (Until 2026-11-27 the limit was ``mujoco.mj_step`` called from Python
+    threads on envs reset to the model's default pose: the Python call per
+    step cost as much as a light model's physics, so light models read
+    155-190% of it.)
+
+    Example:
+        >>> rate = dmc_limit_runner(exe, "CheetahRun-v1", 8, 2, 0.5)()  # doctest: +SKIP
     """
-    import threading
-
-    import mujoco
-    import numpy as np
-
-    model, nsub = _dmc_model(env_id)
-    rng = np.random.default_rng(0)
-    acts = rng.uniform(model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1],
-                       size=(256, model.nu))
-    shares = [len(range(k, n, threads)) for k in range(threads)]
-    datas = [[mujoco.MjData(model) for _ in range(share)] for share in shares]
-
-    def worker(envs: list, out: list, slot: int) -> None:
-        busy, done, t = 0.0, 0, 0
-        wall = time.perf_counter()
-        while time.perf_counter() - wall < min_time:
-            for data in envs:
-                data.ctrl[:] = acts[done % len(acts)]
-                t0 = time.perf_counter()
-                mujoco.mj_step(model, data, nstep=nsub)
-                busy += time.perf_counter() - t0
-                done += 1
-            t += 1
-            if t >= 1000:  # dm_control's episodes are 1000 env steps
-                for data in envs:
-                    mujoco.mj_resetData(model, data)
-                t = 0
-        out[slot] = done / busy
-
     def measure() -> float:
-        rates = [0.0] * threads
-        workers = [threading.Thread(target=worker, args=(datas[k], rates, k))
-                   for k in range(threads) if datas[k]]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        return sum(rates)
+        return _dmc_limit(exe, env_id, n, threads, min_time)[0]
     return measure
 
 
-def dmc_cpu_breakdown(env_id: str, n: int, steps: int = 2000) -> dict[str, float]:
+def dmc_cpu_breakdown(exe: str, env_id: str, n: int, seconds: float = 0.5) -> dict[str, float]:
     """CPU microseconds per env step (load-independent to first order), one thread each.
 
-    ``mj_step``: ``mj_step(nstep)`` alone; ``dm_control_sequence``: dm_control's
-    legacy step (``mj_step2``, ``nstep - 1`` ``mj_step``, ``mj_step1``; RK4
-    models: ``nstep`` ``mj_step`` then ``mj_step1``), the physics the pool's
-    envs run; ``pool``: the pool with one worker thread
+    ``dm_control_sequence``: the limit loop's physics (dm_control's step
+    sequence, what the pool's envs must run); ``mj_step``: bare
+    ``mj_step(n_sub_steps)`` for comparison (it skips the ``mj_step1`` each
+    dm_control step ends with); ``env``: the whole env step (physics, reward,
+    observation) in the same loop; all three in C++ over ``n`` envs on one
+    thread (thread CPU time). ``pool``: the pool with one worker thread
     stepping ``n`` envs (process CPU time: worker, Python caller, observation
     and reward code, batching).
     """
-    import mujoco
     import numpy as np
 
     from torchfrag.envs import make
 
-    model, nsub = _dmc_model(env_id)
-    acts = np.random.default_rng(0).uniform(model.actuator_ctrlrange[:, 0],
-                                            model.actuator_ctrlrange[:, 1], size=(256, model.nu))
-
-    rk4 = model.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4
-
-    def physics(legacy: bool) -> float:
-        data = mujoco.MjData(model)
-        mujoco.mj_forward(model, data)
-        c0 = time.thread_time()
-        for i in range(steps):
-            if i % 1000 == 0:
-                mujoco.mj_resetData(model, data)
-                mujoco.mj_forward(model, data)
-            data.ctrl[:] = acts[i % len(acts)]
-            if legacy and rk4:  # dm_control: nstep mj_step, then mj_step1
-                mujoco.mj_step(model, data, nstep=nsub)
-                mujoco.mj_step1(model, data)
-            elif legacy:
-                mujoco.mj_step2(model, data)
-                if nsub > 1:
-                    mujoco.mj_step(model, data, nstep=nsub - 1)
-                mujoco.mj_step1(model, data)
-            else:
-                mujoco.mj_step(model, data, nstep=nsub)
-        return (time.thread_time() - c0) / steps * 1e6
-
+    sequence = _dmc_limit(exe, env_id, n, 1, seconds, "sequence")[1]
+    bare = _dmc_limit(exe, env_id, n, 1, seconds, "mj_step")[1]
+    env = _dmc_limit(exe, env_id, n, 1, seconds, "env")[1]
     pool = make(env_id, num_envs=n, num_threads=1, seed=0)
     pool.reset()
-    batch = np.random.default_rng(0).uniform(-1, 1, (64, n, model.nu)).astype(np.float32)
-    calls = max(1, steps // n)
-    c0 = time.process_time()
-    for i in range(calls):
+    nu = pool.action_space.shape[-1]
+    batch = np.random.default_rng(0).uniform(-1, 1, (64, n, nu)).astype(np.float32)
+    for i in range(50):  # warm the pool's cost estimates and caches
         pool.step(batch[i % len(batch)])
+    # As long a window as the loop's (2,000 steps was 10 ms of CartpoleSwingup:
+    # start-up effects and the scheduler's slices, 8.0 us per step against
+    # 5.0-5.7 over seconds).
+    calls = 0
+    c0 = time.process_time()
+    while time.process_time() - c0 < seconds:
+        for _ in range(10):
+            pool.step(batch[calls % len(batch)])
+            calls += 1
     pool_us = (time.process_time() - c0) / (calls * n) * 1e6
     pool.close()
-    return {"mj_step": physics(False), "dm_control_sequence": physics(True), "pool": pool_us}
+    return {"mj_step": bare, "dm_control_sequence": sequence, "env": env, "pool": pool_us}
 
 
 def cpu_per_step(env_id: str, n: int, rounds: int, seconds: float) -> dict[str, float]:
@@ -269,13 +256,14 @@ def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_tim
     records = []
     with tempfile.TemporaryDirectory() as tmp:
         exe = _build_box2d_limit(tmp) if family == "box2d" else None
+        dmc_exe = _build_dmc_limit(tmp) if family == "dmc" else None
         for env_id in env_ids:
             for n in sizes:
                 runners, closers = pool_runners(env_id, n, "sync", threads, min_time)
                 if exe is not None:
                     runners["limit"] = limit_runner(exe, env_id, n, threads, min_time)
-                elif family == "dmc":
-                    runners["limit"] = dmc_limit_runner(env_id, n, threads, min_time)
+                elif dmc_exe is not None:
+                    runners["limit"] = dmc_limit_runner(dmc_exe, env_id, n, threads, min_time)
                 log.info("measuring %s n=%d", env_id, n)
                 load_before = list(os.getloadavg())
                 samples = alternate(runners, repeats)
@@ -287,7 +275,7 @@ def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_tim
                           # 1/5/15-minute load averages around this measurement
                           "loadavg": {"before": load_before, "after": list(os.getloadavg())}}
                 if family == "dmc":
-                    record["cpu_us_per_step"] = dmc_cpu_breakdown(env_id, n)
+                    record["cpu_us_per_step"] = dmc_cpu_breakdown(dmc_exe, env_id, n)
                 elif family == "box2d" and n == sizes[0]:
                     record["cpu_us_per_step_1_thread"] = cpu_per_step(env_id, n, repeats, min_time)
                 records.append(record)
@@ -314,12 +302,14 @@ def report(result: dict, family: str) -> None:
     for r in result["records"]:
         cpu = r.get("cpu_us_per_step")
         if cpu:
-            r["cpu_fraction_of_limit"] = cpu["mj_step"] / cpu["pool"]
+            r["cpu_fraction_of_limit"] = cpu["dm_control_sequence"] / cpu["pool"]
             cpu_rows.append([r["env_id"], r["num_envs"], f"{cpu['mj_step']:.1f}",
-                             f"{cpu['dm_control_sequence']:.1f}", f"{cpu['pool']:.1f}",
+                             f"{cpu['dm_control_sequence']:.1f}", f"{cpu['env']:.1f}",
+                             f"{cpu['pool']:.1f}",
                              f"{100 * r['cpu_fraction_of_limit']:.0f}%"])
     if cpu_rows:
-        print_table(["env", "envs", "mj_step", "dm_control seq", "pool (1 thread)", "of limit"],
+        print_table(["env", "envs", "mj_step", "dm_control seq (limit)", "env step",
+                     "pool (1 thread)", "of limit"],
                     cpu_rows, title=f"{family}: CPU microseconds per env step")
     pool_cpu_rows = []
     for r in result["records"]:

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include <pthread.h>
+#include <sched.h>
 
 namespace torchfrag {
 
@@ -34,6 +35,17 @@ std::string join_ids(const std::vector<int64_t>& ids, size_t limit = 16) {
   }
   if (ids.size() > limit) s += ", ...";
   return s;
+}
+
+// CPUs this process may run on (taskset, cgroup cpusets), else the hardware's.
+int64_t usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int count = CPU_COUNT(&set);
+    if (count > 0) return count;
+  }
+  return std::max<int64_t>(1, std::thread::hardware_concurrency());
 }
 
 std::atomic<uint64_t> g_fork_generation{0};
@@ -87,6 +99,7 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
     throw std::invalid_argument("num_threads must be >= 0 (0 picks a default), got " +
                                 std::to_string(config_.num_threads));
   }
+  cores_ = usable_cores();
   if (config_.num_threads == 0) {
     const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
     config_.num_threads = std::min<int64_t>(config_.num_envs, hw);
@@ -366,6 +379,7 @@ std::shared_ptr<Pool::Job> Pool::make_job(std::vector<int64_t> ids, bool reset, 
   job->worst_ns = (reset ? peak_ns_per_reset_ : peak_ns_per_step_).load(std::memory_order_relaxed);
   job->plan = plan_chunks(n, est, participants, !workers_.empty(), kInlineNs, kChunkNs);
   job->claims.reset(n, job->plan);
+  job->worker_cap = static_cast<int64_t>(workers_.size());
   return job;
 }
 
@@ -401,7 +415,15 @@ std::shared_ptr<BatchBuffers> Pool::step(const std::vector<int64_t>& ids_in,
 std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool reset) {
   auto buf = sync_bufs_[sync_turn_];
   sync_turn_ ^= 1;
-  const int64_t participants = static_cast<int64_t>(workers_.size()) + 1;
+  // The caller steps chunks as one more thread, unless that would make more
+  // stepping threads than cores: then it takes one worker's place, so that
+  // num_threads threads step (HumanoidRun, 8 envs, num_threads=2 on 2 cores:
+  // caller and two workers time-shared the cores, and whoever waited for a
+  // descheduled thread's env spun on a core that thread needed: 81% of the
+  // limit loop's rate).  Blocking envs still get num_threads steppers.
+  const int64_t workers = static_cast<int64_t>(workers_.size());
+  const int64_t participants =
+      workers == 0 ? 1 : std::max(workers, std::min(workers + 1, cores_));
   auto job = make_job(std::move(ids), reset, false, participants);
   job->sync_buf = buf;
   // The caller steps chunks too, unless one chunk could keep it from its
@@ -412,14 +434,15 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
       workers_.empty() ||
       (job->worst_ns > 0.0 &&
        static_cast<double>(job->plan.chunk) * job->worst_ns < kCallerChunkNs);
-  if (job->plan.nchunks > 1 || !caller_helps) {
+  job->worker_cap = caller_helps ? participants - 1 : workers;
+  if (job->worker_cap > 0 && (job->plan.nchunks > 1 || !caller_helps)) {
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       queue_.push_back(job);
       queued_.fetch_add(1);
     }
     const int64_t wake =
-        std::min<int64_t>(job->plan.nchunks - (caller_helps ? 1 : 0), workers_.size());
+        std::min<int64_t>(job->plan.nchunks - (caller_helps ? 1 : 0), job->worker_cap);
     for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
   }
   if (caller_helps) run_chunks(*job, true);
@@ -642,11 +665,15 @@ void Pool::worker_loop() {
       queue_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (stop_) return;
       job = queue_.front();
-      if (job->claims.all_claimed()) {
+      // Skipped when every chunk is claimed or enough workers joined; the
+      // worker that completes either takes it off the queue.
+      const bool skip = job->claims.all_claimed() || job->joined >= job->worker_cap;
+      if (!skip) ++job->joined;
+      if (skip || job->joined >= job->worker_cap) {
         queue_.pop_front();
         queued_.fetch_sub(1);
-        continue;
       }
+      if (skip) continue;
     }
     run_chunks(*job);
   }

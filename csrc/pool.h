@@ -229,6 +229,10 @@ class Pool {
     std::shared_ptr<BatchBuffers> sync_buf;  // sync jobs: row j <- ids[j]
     ChunkPlan plan;
     ChunkClaims claims;
+    // How many workers may join: a worker that makes it this many takes the
+    // job off the queue (guarded by queue_mu_).
+    int64_t worker_cap = 0;
+    int64_t joined = 0;
     double est_ns = 0.0;  // estimated cost of one env (step or reset)
     // Slowest recent cost of one env, 0 before anything was measured: what the
     // calling thread of a sync call risks by stepping a chunk itself.
@@ -278,6 +282,7 @@ class Pool {
   Options options_;
   std::vector<FieldSpec> fields_;
   size_t first_info_ = 0;
+  int64_t cores_ = 1;  // CPUs this process may run on (affinity mask)
   size_t first_final_info_ = 0;  // same_step mode: final_<info> fields start here
   int64_t max_episode_steps_ = 0;
   int64_t action_numel_ = 1;

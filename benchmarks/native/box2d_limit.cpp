@@ -22,6 +22,7 @@
 #include "envs/box2d/bipedal_walker.h"
 #include "envs/box2d/car_racing.h"
 #include "envs/box2d/lunar_lander.h"
+#include "limit_window.h"
 
 using torchfrag::Action;
 using torchfrag::EnvOptions;
@@ -39,11 +40,9 @@ double run(int num_envs, int threads, double seconds) {
   const EnvSpec spec = EnvT::Spec(nullptr);
   const Options options = Options::resolve(spec.options, {}, num_envs);
   const size_t obs_bytes = spec.obs.nbytes();  // CarRacing's is a 96x96x3 picture
-  std::atomic<bool> stop{false};
   // Envs are built and reset before the clock starts (CarRacing's track and
   // road take milliseconds per env, which would otherwise eat the window).
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
+  limit::Window window;
   std::vector<long long> steps(threads, 0);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
@@ -90,24 +89,16 @@ double run(int num_envs, int threads, double seconds) {
       // (256 envs at ~3k steps/s: ~12 steps each), while the pool's medians are
       // taken later in the episodes: the limit then read below the pool.
       for (int w = 0; w < kWarmupSweeps; ++w) sweep();
-      ++ready;
-      while (!go.load()) std::this_thread::yield();
+      window.arrive_and_wait();
       long long done = 0;
-      while (!stop.load(std::memory_order_relaxed)) {
+      while (window.open()) {
         sweep();
         done += end - begin;
       }
       steps[t] = done;
     });
   }
-  while (ready.load() < threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const auto t0 = std::chrono::steady_clock::now();
-  go = true;
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  stop = true;
-  for (auto& th : pool) th.join();
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double elapsed = window.run(pool, seconds);
   long long total = 0;
   for (long long s : steps) total += s;
   return total / elapsed;

@@ -13,7 +13,7 @@
 namespace torchfrag {
 
 struct ChunkPlan {
-  int64_t chunk = 1;         // items per chunk
+  int64_t chunk = 1;         // most items in one chunk (chunks differ by at most one item)
   int64_t nchunks = 1;
   bool run_inline = false;   // cheap enough to run whole on the calling thread
 };
@@ -21,9 +21,11 @@ struct ChunkPlan {
 // Sizes chunks for `n` items estimated at `est_ns` each, shared by
 // `participants` threads. Below `inline_ns` of total work (or without
 // workers) the job is one chunk run by the caller: waking a worker costs more.
-// Otherwise a chunk lasts about `chunk_ns` (small chunks balance uneven envs,
-// big enough ones amortise the claim) and there are at least `participants`
-// chunks when n allows.
+// Otherwise a chunk lasts at most about `chunk_ns` (small chunks balance
+// uneven envs, big enough ones amortise the claim), and every participant
+// gets the same number of chunks of (nearly) equal size: with 3 chunks for 2
+// threads (8 envs of 4.5 us cut by time into 3 + 3 + 2) one thread stepped 5
+// envs while the other waited for 2 of them, every call.
 inline ChunkPlan plan_chunks(int64_t n, double est_ns, int64_t participants, bool has_workers,
                              double inline_ns, double chunk_ns) {
   ChunkPlan p;
@@ -34,10 +36,12 @@ inline ChunkPlan plan_chunks(int64_t n, double est_ns, int64_t participants, boo
     return p;
   }
   participants = std::max<int64_t>(participants, 1);
-  const int64_t by_time = static_cast<int64_t>(std::ceil(chunk_ns / std::max(est_ns, 1e-9)));
-  const int64_t by_share = (n + participants - 1) / participants;
-  p.chunk = std::max<int64_t>(1, std::min(by_time, by_share));
-  p.nchunks = (n + p.chunk - 1) / p.chunk;
+  const int64_t by_time = std::max<int64_t>(
+      1, static_cast<int64_t>(std::ceil(chunk_ns / std::max(est_ns, 1e-9))));
+  // Chunks per participant, so that none lasts longer than `by_time` items.
+  const int64_t rounds = (n + participants * by_time - 1) / (participants * by_time);
+  p.nchunks = std::max<int64_t>(1, std::min<int64_t>(n, participants * rounds));
+  p.chunk = (n + p.nchunks - 1) / p.nchunks;
   return p;
 }
 
@@ -62,12 +66,13 @@ class ChunkClaims {
   int64_t nchunks() const { return nchunks_; }
   int64_t chunk() const { return chunk_; }
 
-  // Claims the next chunk: items [*begin, *end). False when none is left.
+  // Claims the next chunk: items [*begin, *end), the c-th of `nchunks`
+  // near-equal parts of [0, n). False when none is left.
   bool claim(int64_t* begin, int64_t* end) {
     const int64_t c = next_.fetch_add(1);
     if (c >= nchunks_) return false;
-    *begin = c * chunk_;
-    *end = std::min(n_, *begin + chunk_);
+    *begin = c * n_ / nchunks_;
+    *end = (c + 1) * n_ / nchunks_;
     return true;
   }
   // Whether every chunk has been claimed (possibly not finished).

@@ -87,9 +87,10 @@ TEST(plan_chunks_last_about_chunk_ns_and_cover_all_items) {
           CHECK(est * n < 20000.0);
           continue;
         }
-        CHECK(p.chunk >= 1);
-        CHECK(p.nchunks == (n + p.chunk - 1) / p.chunk);
-        CHECK((p.nchunks - 1) * p.chunk < n && p.nchunks * p.chunk >= n);
+        CHECK(p.chunk >= 1 && p.nchunks >= 1 && p.nchunks <= n);
+        CHECK(p.chunk == (n + p.nchunks - 1) / p.nchunks);
+        // The same number of chunks for every participant, or one item per chunk.
+        CHECK(p.nchunks % parts == 0 || p.nchunks == n);
         // Never longer than ~chunk_ns unless one item is longer on its own.
         CHECK(p.chunk == 1 || p.chunk * est <= 10000.0 + est);
         // At least `parts` chunks when there are enough items.
@@ -100,6 +101,29 @@ TEST(plan_chunks_last_about_chunk_ns_and_cover_all_items) {
 }
 
 // -- ChunkClaims ------------------------------------------------------------------
+
+TEST(chunks_are_near_equal_and_shared_evenly) {
+  // 8 envs of 4.5 us on a caller and one worker: 2 + 2 chunks of 2 (by time
+  // alone it was 3 + 3 + 2: one thread idle for two envs' time every call).
+  ChunkPlan p = plan_chunks(8, 4500.0, 2, true, 20000.0, 10000.0);
+  CHECK(!p.run_inline && p.nchunks == 4 && p.chunk == 2);
+  // Envs longer than chunk_ns alone: one env per chunk, claimed dynamically.
+  p = plan_chunks(8, 1.1e5, 3, true, 20000.0, 10000.0);
+  CHECK(p.nchunks == 8 && p.chunk == 1);
+  // Claimed sizes differ by at most one item.
+  for (int64_t n : {7, 8, 9, 33, 100}) {
+    ChunkPlan q = plan_chunks(n, 4500.0, 3, true, 20000.0, 10000.0);
+    ChunkClaims claims(n, q);
+    int64_t b = 0, e = 0, lo = n, hi = 0, covered = 0;
+    while (claims.claim(&b, &e)) {
+      CHECK(b == covered);
+      covered = e;
+      lo = std::min(lo, e - b);
+      hi = std::max(hi, e - b);
+    }
+    CHECK(covered == n && hi - lo <= 1 && hi == q.chunk);
+  }
+}
 
 TEST(claims_hand_out_every_item_once_across_threads) {
   for (int64_t n : {1, 5, 100, 10007}) {

@@ -28,6 +28,7 @@ import glob
 import logging
 import os
 import subprocess
+import sys
 import sysconfig
 import tempfile
 import time
@@ -42,6 +43,7 @@ from benchmarks._common import (
     isolated_config,
     median,
     pool_stepper,
+    process_cpu,
     print_table,
     write_json,
 )
@@ -115,10 +117,21 @@ def limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: float
 
 
 def _build_dmc_limit(workdir: str) -> str:
-    """Compiles the DMC limit loop (with the pool's task classes) against the mujoco wheel."""
-    import mujoco
+    """Compiles the DMC limit loop (with the pool's task classes) against the mujoco wheel.
 
-    mujoco_dir = os.path.dirname(os.path.abspath(mujoco.__file__))
+    The wheel is only located, never imported: ``import mujoco`` installs
+    MuJoCo's timer callback (``mjcb_time``) process-wide, and from then on
+    every MuJoCo stage of the pool's envs in this process reads the clock
+    (CartpoleSwingup x8, 2 threads: 5.8 -> 8.3 us of CPU per env step, ~30%
+    fewer steps/s), while envpool (its own MuJoCo) and the limit loop (another
+    process) never pay it. Until 2026-11-27 this function imported it: that
+    was the catalogue's light DMC rows reading 20-45% below a standalone loop.
+    """
+    from torchfrag._preload.mujoco import _package_dir
+
+    mujoco_dir = _package_dir("mujoco")
+    if mujoco_dir is None:
+        raise SystemExit("the DMC limit loop needs the mujoco wheel (pip install mujoco)")
     libs = sorted(f for f in os.listdir(mujoco_dir) if f.startswith("libmujoco.so."))
     if not libs:
         raise SystemExit(f"no libmujoco.so.<version> in {mujoco_dir}")
@@ -151,8 +164,31 @@ def _dmc_limit(exe: str, env_id: str, n: int, threads: int, seconds: float,
     return float(rate), float(cpu_us)
 
 
-def dmc_limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: float
-                     ) -> Callable[[], float]:
+def with_cores(measure: Callable[[], float], cores: list[float]) -> Callable[[], float]:
+    """``measure`` that also appends the CPU cores this process used during it to ``cores``.
+
+    Process CPU time (all threads) over wall time of one sample: 2.0 on 2 free
+    cores for a pool whose threads all step, ~1.0 when another job holds a
+    core (Linux gives each session an equal share) or when the pool's threads
+    take turns. A sample read with fewer cores than its peer's says the host,
+    not the code, decided it. Only the measured side's threads run during a
+    sample (the other pool's workers sleep: no CPU ticks on their threads).
+
+    Example:
+        >>> cores = []
+        >>> with_cores(lambda: 1.0, cores)(), len(cores)
+        (1.0, 1)
+    """
+    def run() -> float:
+        c0, t0 = process_cpu(), time.perf_counter()
+        rate = measure()
+        cores.append((process_cpu() - c0) / max(time.perf_counter() - t0, 1e-9))
+        return rate
+    return run
+
+
+def dmc_limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: float,
+                     cores: list[float] | None = None) -> Callable[[], float]:
     """The physics limit of a DMC task: the MuJoCo work its env steps must do, with no pool.
 
     ``benchmarks/native/dmc_limit.cpp`` steps the same ``n`` envs (the pool's
@@ -174,9 +210,15 @@ def dmc_limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: floa
 
     Example:
         >>> rate = dmc_limit_runner(exe, "CheetahRun-v1", 8, 2, 0.5)()  # doctest: +SKIP
+
+    ``cores``, when given, receives the cores the loop used per sample (its
+    CPU per env step times its rate), as :func:`with_cores` does for the pools.
     """
     def measure() -> float:
-        return _dmc_limit(exe, env_id, n, threads, min_time)[0]
+        rate, cpu_us = _dmc_limit(exe, env_id, n, threads, min_time)
+        if cores is not None:
+            cores.append(rate * cpu_us * 1e-6)
+        return rate
     return measure
 
 
@@ -254,16 +296,24 @@ def cpu_per_step(env_id: str, n: int, rounds: int, seconds: float) -> dict[str, 
 def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_time: float,
         threads: int) -> dict:
     records = []
+    if "mujoco" in sys.modules:
+        log.warning("the mujoco package is imported in this process: its timer callback "
+                    "(mjcb_time) slows every MuJoCo step of torchfrag's pool here, not envpool's "
+                    "or the limit loop's (see _build_dmc_limit)")
     with tempfile.TemporaryDirectory() as tmp:
         exe = _build_box2d_limit(tmp) if family == "box2d" else None
         dmc_exe = _build_dmc_limit(tmp) if family == "dmc" else None
         for env_id in env_ids:
             for n in sizes:
                 runners, closers = pool_runners(env_id, n, "sync", threads, min_time)
+                cores: dict[str, list[float]] = {name: [] for name in runners}
+                runners = {name: with_cores(fn, cores[name]) for name, fn in runners.items()}
                 if exe is not None:
                     runners["limit"] = limit_runner(exe, env_id, n, threads, min_time)
                 elif dmc_exe is not None:
-                    runners["limit"] = dmc_limit_runner(dmc_exe, env_id, n, threads, min_time)
+                    cores["limit"] = []
+                    runners["limit"] = dmc_limit_runner(dmc_exe, env_id, n, threads, min_time,
+                                                        cores["limit"])
                 log.info("measuring %s n=%d", env_id, n)
                 load_before = list(os.getloadavg())
                 samples = alternate(runners, repeats)
@@ -272,6 +322,8 @@ def run(family: str, env_ids: list[str], sizes: list[int], repeats: int, min_tim
                 record = {"env_id": env_id, "num_envs": n, "mode": "sync",
                           "threads": threads, "samples": samples,
                           "median": {k: median(v) for k, v in samples.items()},
+                          # CPU cores each side used per sample (with_cores)
+                          "cores_used": cores,
                           # 1/5/15-minute load averages around this measurement
                           "loadavg": {"before": load_before, "after": list(os.getloadavg())}}
                 if family == "dmc":
@@ -289,14 +341,18 @@ def report(result: dict, family: str) -> None:
         ours = m["torchfrag"]
         r["ratio_vs_envpool"] = ours / m["envpool"]
         r["fraction_of_limit"] = ours / m["limit"] if "limit" in m else None
+        used = r.get("cores_used", {})
+        cores = "/".join(f"{median(used[k]):.1f}" if used.get(k) else "-"
+                         for k in ("torchfrag", "envpool", "limit"))
         rows.append([r["env_id"], r["num_envs"], fmt_rate(m["envpool"]), fmt_rate(ours),
                      fmt_ratio(r["ratio_vs_envpool"]), fmt_rate(m.get("limit")),
-                     f"{100 * r['fraction_of_limit']:.0f}%" if "limit" in m else "-"])
+                     f"{100 * r['fraction_of_limit']:.0f}%" if "limit" in m else "-", cores])
     ratios = [r["ratio_vs_envpool"] for r in result["records"]]
     result["median_ratio_vs_envpool"] = median(ratios)
-    rows.append(["median", "", "", "", fmt_ratio(median(ratios)), "", ""])
+    rows.append(["median", "", "", "", fmt_ratio(median(ratios)), "", "", ""])
     threads = result["settings"]["threads"]
-    print_table(["env", "envs", "envpool", "torchfrag", "vs envpool", "limit", "of limit"], rows,
+    print_table(["env", "envs", "envpool", "torchfrag", "vs envpool", "limit", "of limit",
+                 "cores (ours/envpool/limit)"], rows,
                 title=f"{family}: env steps/s, sync, {threads} threads (medians)")
     cpu_rows = []
     for r in result["records"]:

@@ -108,7 +108,6 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
     throw std::invalid_argument("expected one seed per env");
   }
   config_.spin_us = resolve_spin_us(config_.wait_policy, config_.spin_us);
-  spin_work_ = std::make_unique<SpinWait>(config_.wait_policy, config_.spin_us);
   spin_sync_ = std::make_unique<SpinWait>(config_.wait_policy, config_.spin_us);
   spin_recv_ = std::make_unique<SpinWait>(config_.wait_policy, config_.spin_us);
 
@@ -179,8 +178,11 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
   }
 
   for (int64_t t = 0; t < config_.num_threads; ++t) {
+    wstate_.push_back(std::make_unique<WorkerState>(config_.wait_policy, config_.spin_us));
+  }
+  for (int64_t t = 0; t < config_.num_threads; ++t) {
     try {
-      workers_.emplace_back([this] { worker_loop(); });
+      workers_.emplace_back([this, t] { worker_loop(t); });
     } catch (const std::system_error& e) {
       // No destructor runs for a half-built object: stop and join the
       // workers already started before their condition variable goes away.
@@ -243,10 +245,9 @@ void Pool::request_stop(const std::string& reason) {
     stop_ = true;
     stopping_ = true;
     queue_.clear();
-    queued_.store(0);
   }
   closed_.store(true);
-  queue_cv_.notify_all();
+  for (auto& w : wstate_) w->cv.notify_all();
   {
     // Wake any recv() so it can report the closed pool.
     std::lock_guard<std::mutex> lock(ready_mu_);
@@ -378,9 +379,24 @@ std::shared_ptr<Pool::Job> Pool::make_job(std::vector<int64_t> ids, bool reset, 
   job->est_ns = est;
   job->worst_ns = (reset ? peak_ns_per_reset_ : peak_ns_per_step_).load(std::memory_order_relaxed);
   job->plan = plan_chunks(n, est, participants, !workers_.empty(), kInlineNs, kChunkNs);
-  job->claims.reset(n, job->plan);
-  job->worker_cap = static_cast<int64_t>(workers_.size());
+  // One home range per participant that may claim chunks (ChunkClaims).
+  job->claims.reset(n, job->plan, participants);
+  job->worker_cap = std::min<int64_t>(static_cast<int64_t>(workers_.size()), job->claims.homes());
   return job;
+}
+
+void Pool::enqueue(const std::shared_ptr<Job>& job) {
+  const int64_t cap = std::min<int64_t>(job->worker_cap, static_cast<int64_t>(workers_.size()));
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (stop_) throw ClosedError("the pool is closed; make a new one");
+    job->seq = next_job_seq_++;
+    queue_.push_back(job);
+    for (int64_t w = 0; w < cap; ++w) wstate_[w]->pending.fetch_add(1);
+  }
+  // A worker that is spinning sees `pending` without this; the notify of a
+  // condition variable nobody waits on is a user-space check.
+  for (int64_t w = 0; w < cap; ++w) wstate_[w]->cv.notify_one();
 }
 
 std::shared_ptr<BatchBuffers> Pool::reset(const std::vector<int64_t>& ids_in) {
@@ -434,18 +450,14 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
       workers_.empty() ||
       (job->worst_ns > 0.0 &&
        static_cast<double>(job->plan.chunk) * job->worst_ns < kCallerChunkNs);
-  job->worker_cap = caller_helps ? participants - 1 : workers;
-  if (job->worker_cap > 0 && (job->plan.nchunks > 1 || !caller_helps)) {
-    {
-      std::lock_guard<std::mutex> lock(queue_mu_);
-      queue_.push_back(job);
-      queued_.fetch_add(1);
-    }
-    const int64_t wake =
-        std::min<int64_t>(job->plan.nchunks - (caller_helps ? 1 : 0), job->worker_cap);
-    for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
-  }
-  if (caller_helps) run_chunks(*job, true);
+  // Homes (ChunkClaims): workers 0 .. worker_cap-1 own homes 0 .. worker_cap-1
+  // and a helping caller the last one, the same every call. A job the caller
+  // only waits for has one home per worker.
+  if (!caller_helps) job->claims.reset(static_cast<int64_t>(job->ids.size()), job->plan, workers);
+  job->worker_cap = std::min<int64_t>(
+      caller_helps ? participants - 1 : workers, job->claims.homes() - (caller_helps ? 1 : 0));
+  if (job->worker_cap > 0) enqueue(job);
+  if (caller_helps) run_chunks(*job, job->claims.homes() - 1, true);
   // The first interrupt check comes kPollMs after the spin began, not after
   // it ended, so a spin window never adds to the Ctrl-C latency.
   auto next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);
@@ -495,17 +507,10 @@ void Pool::send(const std::vector<int64_t>& ids_in, const ActionBatch& actions, 
   if (job->plan.run_inline) {
     // Cheap work (or no worker threads): do it now rather than pay for a
     // thread hand-off; the results wait in their batch for recv().
-    run_chunks(*job);
+    run_chunks(*job, 0);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    if (stop_) throw ClosedError("the pool is closed; make a new one");
-    queue_.push_back(job);
-    queued_.fetch_add(1);
-  }
-  const int64_t wake = std::min<int64_t>(job->plan.nchunks, workers_.size());
-  for (int64_t k = 0; k < wake; ++k) queue_cv_.notify_one();
+  enqueue(job);
 }
 
 std::shared_ptr<BatchBuffers> Pool::recv(double timeout_s) {
@@ -655,31 +660,47 @@ void Pool::raise_env_errors(const std::vector<std::pair<int64_t, std::string>>& 
   throw EnvError(msg, ids, std::move(batch_ids));
 }
 
-void Pool::worker_loop() {
+void Pool::worker_loop(int64_t w) {
+  WorkerState& me = *wstate_[w];
+  const int64_t nworkers = static_cast<int64_t>(wstate_.size());
+  auto cap = [&](const Job& j) { return std::min(j.worker_cap, nworkers); };
   for (;;) {
-    spin_work_->spin(
-        [&] { return queued_.load(std::memory_order_relaxed) > 0 || stopping_.load(); });
+    me.spin.spin([&] {
+      return me.pending.load(std::memory_order_relaxed) > 0 ||
+             stopping_.load(std::memory_order_relaxed);
+    });
     std::shared_ptr<Job> job;
     {
       std::unique_lock<std::mutex> lock(queue_mu_);
-      queue_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      me.cv.wait(lock, [&] { return stop_ || me.pending.load() > 0; });
       if (stop_) return;
-      job = queue_.front();
-      // Skipped when every chunk is claimed or enough workers joined; the
-      // worker that completes either takes it off the queue.
-      const bool skip = job->claims.all_claimed() || job->joined >= job->worker_cap;
-      if (!skip) ++job->joined;
-      if (skip || job->joined >= job->worker_cap) {
-        queue_.pop_front();
-        queued_.fetch_sub(1);
+      // The oldest job meant for this worker that it has not looked at: one
+      // exists for every count of `pending` (both change under queue_mu_).
+      for (const auto& j : queue_) {
+        if (j->seq >= me.next_seq && w < cap(*j)) {
+          job = j;
+          break;
+        }
       }
-      if (skip) continue;
+      if (!job) {  // cannot happen; never spin on a count with no job behind it
+        me.pending.store(0);
+        continue;
+      }
+      me.next_seq = job->seq + 1;
+      me.pending.fetch_sub(1);
+      ++job->passed;
+      // A job leaves the queue once every worker it was meant for passed it.
+      while (!queue_.empty() && queue_.front()->passed >= cap(*queue_.front())) {
+        queue_.pop_front();
+      }
     }
-    run_chunks(*job);
+    // Every chunk already claimed (the caller or a sibling stole them): skip.
+    if (job->claims.all_claimed()) continue;
+    run_chunks(*job, w);
   }
 }
 
-void Pool::run_chunks(Job& job, bool caller) {
+void Pool::run_chunks(Job& job, int64_t home, bool caller) {
   auto next_check = Clock::now() + std::chrono::milliseconds(kPollMs);
   for (;;) {
     if (caller && !job.async && interrupt_check_ && Clock::now() >= next_check) {
@@ -698,7 +719,7 @@ void Pool::run_chunks(Job& job, bool caller) {
     if (job.async && stopping_.load(std::memory_order_relaxed)) return;
     int64_t begin = 0;
     int64_t end = 0;
-    if (!job.claims.claim(&begin, &end)) return;
+    if (!job.claims.claim(&begin, &end, home)) return;
     const auto t0 = Clock::now();
     for (int64_t j = begin; j < end; ++j) {
       if (job.async) {

@@ -229,10 +229,12 @@ class Pool {
     std::shared_ptr<BatchBuffers> sync_buf;  // sync jobs: row j <- ids[j]
     ChunkPlan plan;
     ChunkClaims claims;
-    // How many workers may join: a worker that makes it this many takes the
-    // job off the queue (guarded by queue_mu_).
+    // Workers 0 .. worker_cap-1 join this job (each once) and the others never
+    // see it: a sync step on 2 cores with 2 workers wakes worker 0 only, where
+    // any idle worker used to be woken and race the spinning one for it.
     int64_t worker_cap = 0;
-    int64_t joined = 0;
+    uint64_t seq = 0;     // order of queueing (guarded by queue_mu_)
+    int64_t passed = 0;   // workers that took or skipped it (guarded by queue_mu_)
     double est_ns = 0.0;  // estimated cost of one env (step or reset)
     // Slowest recent cost of one env, 0 before anything was measured: what the
     // calling thread of a sync call risks by stepping a chunk itself.
@@ -262,15 +264,18 @@ class Pool {
                                 int64_t participants);
   std::shared_ptr<BatchBuffers> run_sync(std::vector<int64_t> ids, bool reset);
   // `caller`: run on the thread that made the call, which may be interrupted
-  // between chunks (sync jobs only).
-  void run_chunks(Job& job, bool caller = false);
+  // between chunks (sync jobs only). `home`: the range of chunks this thread
+  // claims first (ChunkClaims).
+  void run_chunks(Job& job, int64_t home, bool caller = false);
+  // Queues a job for workers 0 .. job->worker_cap-1 and wakes them.
+  void enqueue(const std::shared_ptr<Job>& job);
   void run_env(Job& job, int64_t env);
   // Steps or resets one env into `row` of `buf`; returns an error message or "".
   std::string process(int64_t env, BatchBuffers& buf, int64_t row, bool reset);
   // same_step mode: final_obs and final_<info> of `row` := obs and infos of `row`.
   void snapshot_final(BatchBuffers& buf, int64_t row) const;
   void finish_async_row(int64_t batch, const std::string& error, int64_t env);
-  void worker_loop();
+  void worker_loop(int64_t w);
   EnvSlot& render_slot(int64_t id, const char* what);
   // Build envs on up to num_threads threads (ROM/model loading dominates pool start-up).
   void build_envs(const EnvFamily& family);
@@ -311,18 +316,28 @@ class Pool {
   int64_t in_flight_ = 0;
   std::mutex api_mu_;  // one sync call at a time; close waits for it
 
-  // Spinning before each kind of sleep (see core/spin_wait.h): workers for
-  // work, a sync caller for its chunks, recv() for its batch.
-  std::unique_ptr<SpinWait> spin_work_;
+  // Spinning before each kind of sleep (see core/spin_wait.h): a sync caller
+  // for its chunks, recv() for its batch (workers: one SpinWait each, in
+  // WorkerState, so one worker's failed spins do not stop another's).
   std::unique_ptr<SpinWait> spin_sync_;
   std::unique_ptr<SpinWait> spin_recv_;
 
-  // Workers.
+  // Workers. Each waits on its own condition variable (under queue_mu_) for
+  // jobs meant for it, so a job wakes exactly the workers that may join it.
+  struct WorkerState {
+    WorkerState(WaitPolicy policy, double spin_us) : spin(policy, spin_us) {}
+    SpinWait spin;
+    std::condition_variable cv;
+    // Queued jobs this worker may join and has not taken or skipped yet:
+    // readable without the lock, for the spin.
+    std::atomic<int64_t> pending{0};
+    uint64_t next_seq = 0;  // first job seq it has not looked at (guarded by queue_mu_)
+  };
+  std::vector<std::unique_ptr<WorkerState>> wstate_;
   std::vector<std::thread> workers_;
   std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
   std::deque<std::shared_ptr<Job>> queue_;
-  std::atomic<int64_t> queued_{0};  // queue_.size(), readable without the lock
+  uint64_t next_job_seq_ = 0;  // guarded by queue_mu_
   bool stop_ = false;  // guarded by queue_mu_
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closed_{false};

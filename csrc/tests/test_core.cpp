@@ -150,6 +150,68 @@ TEST(claims_hand_out_every_item_once_across_threads) {
   }
 }
 
+TEST(homes_claim_their_own_range_first_then_steal) {
+  // 8 envs in 4 chunks of 2 over 2 homes: home 0 owns envs 0-3, home 1 4-7.
+  ChunkPlan plan = plan_chunks(8, 4500.0, 2, true, 20000.0, 10000.0);
+  CHECK(plan.nchunks == 4);
+  ChunkClaims claims(8, plan, 2);
+  CHECK(claims.homes() == 2);
+  int64_t b = 0, e = 0;
+  CHECK(claims.claim(&b, &e, 1) && b == 4 && e == 6);
+  CHECK(claims.claim(&b, &e, 0) && b == 0 && e == 2);
+  CHECK(claims.claim(&b, &e, 1) && b == 6 && e == 8);
+  // Home 1 is used up: it steals home 0's next chunk.
+  CHECK(claims.claim(&b, &e, 1) && b == 2 && e == 4);
+  CHECK(!claims.claim(&b, &e, 0) && !claims.claim(&b, &e, 1));
+  CHECK(claims.all_claimed());
+  // The home ranges do not depend on the chunk size (a drifting cost
+  // estimate): home 1 starts at env 4 with 1, 2 or 4 chunks per home.
+  for (int64_t per_home : {1, 2, 4}) {
+    ChunkPlan q;
+    q.nchunks = 2 * per_home;
+    q.chunk = 8 / q.nchunks;
+    ChunkClaims c(8, q, 2);
+    CHECK(c.claim(&b, &e, 1) && b == 4);
+  }
+  // More homes than chunks: clamped, every chunk still handed out once.
+  ChunkPlan two;
+  two.nchunks = 2;
+  two.chunk = 1;
+  ChunkClaims few(2, two, 5);
+  CHECK(few.homes() == 2);
+  CHECK(few.claim(&b, &e, 4) && few.claim(&b, &e, 4) && !few.claim(&b, &e, 0));
+}
+
+TEST(homes_hand_out_every_item_once_across_threads) {
+  for (int64_t n : {1, 7, 100, 10007}) {
+    for (int64_t homes : {1, 2, 3, 5}) {
+      ChunkPlan plan = plan_chunks(n, 1000.0, homes, true, 0.0, 3000.0);
+      ChunkClaims claims(n, plan, homes);
+      std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+      for (auto& s : seen) s.store(0);
+      std::atomic<int> last_calls{0};
+      on_threads(4, [&](int t) {
+        int64_t b = 0, e = 0;
+        while (claims.claim(&b, &e, t)) {
+          CHECK(0 <= b && b < e && e <= n);
+          for (int64_t i = b; i < e; ++i) seen[i].fetch_add(1);
+          if (claims.finish()) last_calls.fetch_add(1);
+        }
+      });
+      for (auto& s : seen) CHECK(s.load() == 1);
+      CHECK(last_calls.load() == 1);
+      CHECK(claims.all_claimed() && claims.all_done());
+    }
+  }
+  // cancel() closes every home.
+  ChunkPlan plan = plan_chunks(8, 4500.0, 2, true, 20000.0, 10000.0);
+  ChunkClaims claims(8, plan, 2);
+  int64_t b = 0, e = 0;
+  CHECK(claims.claim(&b, &e, 1));
+  claims.cancel();
+  CHECK(claims.all_claimed() && !claims.claim(&b, &e, 0) && !claims.claim(&b, &e, 1));
+}
+
 TEST(cancel_stops_new_claims_but_claimed_chunks_finish) {
   ChunkPlan plan;
   plan.chunk = 1;

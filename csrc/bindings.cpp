@@ -330,8 +330,8 @@ class PyPool {
     auto ids = convert_ids(env_ids);
     std::shared_ptr<BatchBuffers> buf = without_gil([&] { return pool_->reset(ids); });
     const int64_t n = ids.empty() ? pool_->num_envs() : static_cast<int64_t>(ids.size());
-    const py::list& views = views_of(buf, n);
-    return py::make_tuple(views[BatchBuffers::kObs], info_dict(views));
+    const Views& views = views_of(buf, n);
+    return py::make_tuple(views.list[BatchBuffers::kObs], info_dict(views));
   }
 
   py::tuple step(const py::object& actions, const py::object& env_ids) {
@@ -403,24 +403,30 @@ class PyPool {
   Pool& pool() { return *pool_; }
 
  private:
-  py::tuple step_tuple(const py::list& views) {
-    return py::make_tuple(views[BatchBuffers::kObs], views[BatchBuffers::kReward],
-                          views[BatchBuffers::kTerminated], views[BatchBuffers::kTruncated],
-                          info_dict(views));
+  // The views of one (buffer, rows) and the info dict over them, built once.
+  struct Views {
+    py::list list;
+    py::dict info;  // template: every call returns a copy (callers may edit theirs)
+  };
+
+  py::tuple step_tuple(const Views& views) {
+    return py::make_tuple(views.list[BatchBuffers::kObs], views.list[BatchBuffers::kReward],
+                          views.list[BatchBuffers::kTerminated],
+                          views.list[BatchBuffers::kTruncated], info_dict(views));
   }
 
-  py::dict info_dict(const py::list& views) {
-    py::dict info;
-    const auto& fields = pool_->fields();
-    for (size_t k = BatchBuffers::kEnvId; k < fields.size(); ++k) {
-      info[py::str(fields[k].name)] = views[k];
-    }
-    return info;
+  // A fresh dict per call, copied from the template: building it key by key
+  // made a Python string and hashed it for every info field of every call
+  // (~10% of a sync step of 8 CartPoles, whose whole call costs ~2.4 us).
+  static py::dict info_dict(const Views& views) {
+    PyObject* copy = PyDict_Copy(views.info.ptr());
+    if (copy == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::dict>(copy);
   }
 
   // NumPy views of the first `rows` rows of every field, built once per
   // (buffer, rows) and reused: the memory is the same every time.
-  const py::list& views_of(const std::shared_ptr<BatchBuffers>& buf, int64_t rows) {
+  const Views& views_of(const std::shared_ptr<BatchBuffers>& buf, int64_t rows) {
     auto key = std::make_pair(buf.get(), rows);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
@@ -434,7 +440,11 @@ class PyPool {
       for (auto d : f.shape) shape.push_back(static_cast<py::ssize_t>(d));
       views.append(py::array(to_numpy_dtype(f.dtype), shape, {}, buf->field(k), owner));
     }
-    return cache_.emplace(key, std::move(views)).first->second;
+    py::dict info;
+    for (size_t k = BatchBuffers::kEnvId; k < fields.size(); ++k) {
+      info[py::str(fields[k].name)] = views[k];
+    }
+    return cache_.emplace(key, Views{std::move(views), std::move(info)}).first->second;
   }
 
   struct KeyHash {
@@ -444,7 +454,7 @@ class PyPool {
   };
 
   std::unique_ptr<Pool> pool_;
-  std::unordered_map<std::pair<BatchBuffers*, int64_t>, py::list, KeyHash> cache_;
+  std::unordered_map<std::pair<BatchBuffers*, int64_t>, Views, KeyHash> cache_;
 };
 
 }  // namespace

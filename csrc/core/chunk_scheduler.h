@@ -72,8 +72,14 @@ class ChunkClaims {
     chunk_ = plan.chunk;
     nchunks_ = plan.nchunks;
     homes = std::max<int64_t>(1, std::min(homes, nchunks_));
-    if (static_cast<int64_t>(cursors_.size()) != homes) {
-      cursors_ = std::vector<Cursor>(static_cast<size_t>(homes));
+    homes_ = homes;
+    // Up to kInlineHomes in the object itself: a sync step makes one job per
+    // call, and an allocation per call showed in its profile.
+    if (homes > kInlineHomes) {
+      if (static_cast<int64_t>(more_.size()) != homes) more_ = std::vector<Cursor>(homes);
+      cursors_ = more_.data();
+    } else {
+      cursors_ = inline_;
     }
     for (int64_t h = 0; h < homes; ++h) {
       cursors_[h].next.store(h * nchunks_ / homes, std::memory_order_relaxed);
@@ -84,7 +90,7 @@ class ChunkClaims {
 
   int64_t nchunks() const { return nchunks_; }
   int64_t chunk() const { return chunk_; }
-  int64_t homes() const { return static_cast<int64_t>(cursors_.size()); }
+  int64_t homes() const { return homes_; }
 
   // Claims a chunk for a participant whose home is `home` (taken modulo the
   // number of homes): items [*begin, *end), the c-th of `nchunks` near-equal
@@ -108,30 +114,36 @@ class ChunkClaims {
   }
   // Whether every chunk has been claimed (possibly not finished).
   bool all_claimed() const {
-    for (const Cursor& cur : cursors_) {
-      if (cur.next.load() < cur.end) return false;
+    for (int64_t h = 0; h < homes_; ++h) {
+      if (cursors_[h].next.load() < cursors_[h].end) return false;
     }
     return true;
   }
   // No chunk is handed out after this; chunks already claimed still finish.
   void cancel() {
-    for (Cursor& cur : cursors_) cur.next.store(cur.end);
+    for (int64_t h = 0; h < homes_; ++h) cursors_[h].next.store(cursors_[h].end);
   }
   // Marks a claimed chunk finished; true for exactly one call, the last one.
   bool finish() { return done_.fetch_add(1) + 1 == nchunks_; }
   bool all_done() const { return done_.load() == nchunks_; }
 
  private:
-  // One per home, on its own cache line: the owner's claims do not contend
-  // with the other participants'.
-  struct alignas(64) Cursor {
+  static constexpr int64_t kInlineHomes = 4;
+  // One per home, 64 bytes apart: the owner's claims do not contend with the
+  // other participants' (the 16 used bytes of two cursors never share a
+  // cache line, whatever the object's alignment; no over-aligned allocation).
+  struct Cursor {
     std::atomic<int64_t> next{0};
     int64_t end = 0;
+    char pad[48];
   };
   int64_t n_ = 0;
   int64_t chunk_ = 1;
   int64_t nchunks_ = 0;
-  std::vector<Cursor> cursors_;
+  int64_t homes_ = 0;
+  Cursor inline_[kInlineHomes];
+  std::vector<Cursor> more_;
+  Cursor* cursors_ = inline_;
   std::atomic<int64_t> done_{0};
 };
 

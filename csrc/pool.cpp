@@ -28,10 +28,6 @@ constexpr double kChunkNs = 10000.0;
 constexpr double kCallerChunkNs = 5.0e6;
 // Assumed cost of an env step before anything has been measured.
 constexpr double kUnknownNs = 1.0e5;
-// After this many sync calls in a row whose woken workers ran nothing...
-constexpr int kWakeMisses = 4;
-// ...sleeping workers are woken for a sync call only once in this many.
-constexpr uint32_t kWakeProbe = 16;
 std::string join_ids(const std::vector<int64_t>& ids, size_t limit = 16) {
   std::string s;
   for (size_t i = 0; i < ids.size() && i < limit; ++i) {
@@ -460,24 +456,6 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
   if (!caller_helps) job->claims.reset(static_cast<int64_t>(job->ids.size()), job->plan, workers);
   job->worker_cap = std::min<int64_t>(
       caller_helps ? participants - 1 : workers, job->claims.homes() - (caller_helps ? 1 : 0));
-  // Waking a sleeping worker costs a futex call here and a scheduler wake-up
-  // there; when the process gets less CPU than it has threads (another job
-  // holds a core), the woken worker runs only after the caller has stolen
-  // every chunk, and each call paid two hand-offs for nothing (CartpoleSwingup
-  // x8 on one free core: 41 us a call against 27 us of physics). So once
-  // wakes keep missing, a caller whose workers sleep runs the job alone,
-  // probing now and then; spinning workers are always given their share.
-  bool woke = false;
-  if (caller_helps && job->worker_cap > 0) {
-    bool asleep = false;
-    for (int64_t w = 0; w < job->worker_cap; ++w) {
-      asleep = asleep || wstate_[w]->sleeping.load(std::memory_order_relaxed);
-    }
-    if (asleep && wake_misses_ >= kWakeMisses && (wake_skips_++ % kWakeProbe) != 0) {
-      job->worker_cap = 0;
-    }
-    woke = asleep && job->worker_cap > 0;
-  }
   if (job->worker_cap > 0) enqueue(job);
   if (caller_helps) run_chunks(*job, job->claims.homes() - 1, true);
   // The first interrupt check comes kPollMs after the spin began, not after
@@ -498,9 +476,6 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
       }
       lock.lock();
     }
-  }
-  if (woke) {
-    wake_misses_ = job->worker_chunks.load() == 0 ? std::min(wake_misses_ + 1, kWakeMisses) : 0;
   }
   if (!job->errors.empty()) {
     std::lock_guard<std::mutex> lock(state_mu_);
@@ -697,11 +672,7 @@ void Pool::worker_loop(int64_t w) {
     std::shared_ptr<Job> job;
     {
       std::unique_lock<std::mutex> lock(queue_mu_);
-      if (!stop_ && me.pending.load() == 0) {
-        me.sleeping.store(true, std::memory_order_relaxed);
-        me.cv.wait(lock, [&] { return stop_ || me.pending.load() > 0; });
-        me.sleeping.store(false, std::memory_order_relaxed);
-      }
+      me.cv.wait(lock, [&] { return stop_ || me.pending.load() > 0; });
       if (stop_) return;
       // The oldest job meant for this worker that it has not looked at: one
       // exists for every count of `pending` (both change under queue_mu_).
@@ -749,7 +720,6 @@ void Pool::run_chunks(Job& job, int64_t home, bool caller) {
     int64_t begin = 0;
     int64_t end = 0;
     if (!job.claims.claim(&begin, &end, home)) return;
-    if (!caller) job.worker_chunks.fetch_add(1, std::memory_order_relaxed);
     const auto t0 = Clock::now();
     for (int64_t j = begin; j < end; ++j) {
       if (job.async) {

@@ -234,7 +234,6 @@ class Pool {
     // any idle worker used to be woken and race the spinning one for it.
     int64_t worker_cap = 0;
     uint64_t seq = 0;     // order of queueing (guarded by queue_mu_)
-    std::atomic<int64_t> worker_chunks{0};  // chunks run by workers (not the caller)
     int64_t passed = 0;   // workers that took or skipped it (guarded by queue_mu_)
     double est_ns = 0.0;  // estimated cost of one env (step or reset)
     // Slowest recent cost of one env, 0 before anything was measured: what the
@@ -332,8 +331,6 @@ class Pool {
     // Queued jobs this worker may join and has not taken or skipped yet:
     // readable without the lock, for the spin.
     std::atomic<int64_t> pending{0};
-    // Asleep on `cv` (not spinning, not running): a hint for the sync caller.
-    std::atomic<bool> sleeping{false};
     uint64_t next_seq = 0;  // first job seq it has not looked at (guarded by queue_mu_)
   };
   std::vector<std::unique_ptr<WorkerState>> wstate_;
@@ -353,12 +350,6 @@ class Pool {
   // Running estimates of the cost of one env step / reset, to size chunks and
   // to decide what runs inline. Kept apart: a cheap reset says nothing about
   // the step (an async send must not run a slow env inline).
-  // Sync calls that woke sleeping workers who then ran none of the job's
-  // chunks (the caller had stolen them all first) in a row; from kWakeMisses
-  // on, a sync caller runs the job alone when its workers sleep, waking them
-  // on one call in kWakeProbe (run_sync). Touched only by the sync caller.
-  int wake_misses_ = 0;
-  uint32_t wake_skips_ = 0;
   std::atomic<double> ns_per_step_{0.0};
   std::atomic<double> ns_per_reset_{0.0};
   // Slowest recent per-env cost: a peak that decays by 10% a chunk, so one slow

@@ -207,10 +207,19 @@ std::string shape_str(const py::array& a) {
 struct ConvertedActions {
   py::array_t<int64_t, py::array::c_style> discrete;
   py::array_t<double, py::array::c_style> values;
+  // float32 actions widened here rather than through a NumPy cast, which
+  // cost ~1 us a call (a new array, casting lookup and dealloc: ~5% of a sync
+  // step of 8 CartpoleSwingups on 2 threads).
+  std::vector<double> widened;
+  bool use_widened = false;
   ActionBatch batch() const {
     ActionBatch b;
     if (discrete) b.discrete = discrete.data();
-    if (values) b.values = values.data();
+    if (use_widened) {
+      b.values = widened.data();
+    } else if (values) {
+      b.values = values.data();
+    }
     return b;
   }
 };
@@ -249,13 +258,27 @@ ConvertedActions convert_actions(const ActionSpec& spec, const py::object& actio
     throw py::value_error("expected continuous actions of shape " + w + "), got " +
                           shape_str(arr));
   }
-  out.values = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(arr);
-  const double* v = out.values.data();
+  const double* v = nullptr;
+  py::ssize_t count = 0;
+  if (kind == 'f' && arr.itemsize() == 4 && py::isinstance<py::array_t<float>>(arr) &&
+      (arr.flags() & py::array::c_style) != 0) {
+    const auto* src = static_cast<const float*>(arr.data());
+    count = arr.size();
+    // At least one element so that data() is never null for an empty batch.
+    out.widened.resize(static_cast<size_t>(std::max<py::ssize_t>(count, 1)));
+    for (py::ssize_t j = 0; j < count; ++j) out.widened[j] = static_cast<double>(src[j]);
+    out.use_widened = true;
+    v = out.widened.data();
+  } else {
+    out.values = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(arr);
+    v = out.values.data();
+    count = out.values.size();
+  }
   const int64_t k = spec.numel();
   // The action space is float32: a float64 value beyond its range would turn
   // into inf inside the env.
   const bool f32 = spec.dtype == DType::kFloat32;
-  for (int64_t j = 0; j < out.values.size(); ++j) {
+  for (int64_t j = 0; j < count; ++j) {
     if (!std::isfinite(v[j])) {
       throw py::value_error("action of row " + std::to_string(j / k) +
                             " is not finite (NaN or inf): " + std::to_string(v[j]));

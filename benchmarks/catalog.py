@@ -12,8 +12,14 @@ the pool keeps.  DMC also records CPU time per env step of that physics (and of
 bare ``mj_step`` for comparison) and of the pool (:func:`dmc_cpu_breakdown`),
 which a loaded host distorts far less than wall-clock rates; Box2D records the
 CPU time per env step of both pools with one worker thread at the smallest size
-(:func:`cpu_per_step`), for the same reason.  Results go to
+(:func:`cpu_per_step`), for the same reason.  Every sample also records the
+CPU cores its side used (:func:`with_cores`; ``cores_used`` in the JSON, a
+column of the table): on a quiet 2-core host all three read ~2.0, and a
+sample that read ~1.0 was taken while another job held a core.  Results go to
 ``benchmarks/results/catalog_<family>.json`` and ``.png``.
+
+The catalogue process must not import the ``mujoco`` package (see
+:func:`_build_dmc_limit`): it would slow torchfrag's MuJoCo envs only.
 
 Usage:
     python -m benchmarks.catalog --family box2d            # a few minutes
@@ -43,8 +49,8 @@ from benchmarks._common import (
     isolated_config,
     median,
     pool_stepper,
-    process_cpu,
     print_table,
+    process_cpu,
     write_json,
 )
 from benchmarks.envs import _actions, pool_runners

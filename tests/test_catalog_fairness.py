@@ -1,0 +1,56 @@
+"""The env catalogue benchmark measures both pools under the same conditions.
+
+``import mujoco`` installs MuJoCo's timer callback for the whole process, which
+slowed only torchfrag's MuJoCo envs in the catalogue's process (envpool links
+its own MuJoCo, the limit loop runs in a subprocess): building the limit loop
+must locate the wheel without importing it. ``with_cores`` records how many
+cores each sample got, so a sample taken while another job held a core shows.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_building_the_dmc_limit_loop_does_not_import_mujoco() -> None:
+    # In a fresh interpreter (this one may have imported mujoco already); the
+    # compiler call is replaced, only what the function imports matters here.
+    code = (
+        "import subprocess, sys\n"
+        "subprocess.run = lambda cmd, check: None\n"
+        "from benchmarks.catalog import _build_dmc_limit\n"
+        "exe = _build_dmc_limit('/tmp')\n"
+        "assert exe.endswith('dmc_limit'), exe\n"
+        "print('mujoco' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT,
+                         capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_with_cores_reports_the_cpu_a_sample_used() -> None:
+    from benchmarks.catalog import with_cores
+
+    def busy() -> float:
+        end = time.perf_counter() + 0.2
+        while time.perf_counter() < end:
+            pass
+        return 1.0
+
+    def idle() -> float:
+        time.sleep(0.2)
+        return 2.0
+
+    cores: list[float] = []
+    assert with_cores(busy, cores)() == 1.0
+    assert with_cores(idle, cores)() == 2.0
+    # One busy thread: at most one core (a loaded host gives it less); a
+    # sleeping one: next to none.
+    assert 0.2 < cores[0] <= 1.1
+    assert cores[1] < 0.1

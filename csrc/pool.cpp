@@ -386,17 +386,41 @@ std::shared_ptr<Pool::Job> Pool::make_job(std::vector<int64_t> ids, bool reset, 
 }
 
 void Pool::enqueue(const std::shared_ptr<Job>& job) {
-  const int64_t cap = std::min<int64_t>(job->worker_cap, static_cast<int64_t>(workers_.size()));
+  const int64_t nworkers = static_cast<int64_t>(workers_.size());
+  const int64_t cap = std::min<int64_t>(job->worker_cap, nworkers);
+  job->home_of.assign(static_cast<size_t>(nworkers), -1);
+  if (!job->async) {
+    // The same workers, with the same homes, every call (chunk affinity).
+    for (int64_t w = 0; w < cap; ++w) job->home_of[w] = w;
+  } else {
+    // Async sends may be many small jobs while earlier ones still run: give
+    // each to idle workers first, starting from a rotating one, so that a
+    // send of 2 envs on 16 workers does not wait for busy workers 0 and 1.
+    const int64_t start = static_cast<int64_t>(async_turn_++ % static_cast<uint64_t>(nworkers));
+    int64_t given = 0;
+    for (int pass = 0; pass < 2 && given < cap; ++pass) {
+      for (int64_t i = 0; i < nworkers && given < cap; ++i) {
+        const int64_t w = (start + i) % nworkers;
+        if (job->home_of[w] >= 0) continue;
+        if (pass == 0 && wstate_[w]->busy.load(std::memory_order_relaxed)) continue;
+        job->home_of[w] = given++;
+      }
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     if (stop_) throw ClosedError("the pool is closed; make a new one");
     job->seq = next_job_seq_++;
     queue_.push_back(job);
-    for (int64_t w = 0; w < cap; ++w) wstate_[w]->pending.fetch_add(1);
+    for (int64_t w = 0; w < nworkers; ++w) {
+      if (job->home_of[w] >= 0) wstate_[w]->pending.fetch_add(1);
+    }
   }
   // A worker that is spinning sees `pending` without this; the notify of a
   // condition variable nobody waits on is a user-space check.
-  for (int64_t w = 0; w < cap; ++w) wstate_[w]->cv.notify_one();
+  for (int64_t w = 0; w < nworkers; ++w) {
+    if (job->home_of[w] >= 0) wstate_[w]->cv.notify_one();
+  }
 }
 
 std::shared_ptr<BatchBuffers> Pool::reset(const std::vector<int64_t>& ids_in) {
@@ -677,7 +701,7 @@ void Pool::worker_loop(int64_t w) {
       // The oldest job meant for this worker that it has not looked at: one
       // exists for every count of `pending` (both change under queue_mu_).
       for (const auto& j : queue_) {
-        if (j->seq >= me.next_seq && w < cap(*j)) {
+        if (j->seq >= me.next_seq && j->home_of[w] >= 0) {
           job = j;
           break;
         }
@@ -696,7 +720,9 @@ void Pool::worker_loop(int64_t w) {
     }
     // Every chunk already claimed (the caller or a sibling stole them): skip.
     if (job->claims.all_claimed()) continue;
-    run_chunks(*job, w);
+    me.busy.store(true, std::memory_order_relaxed);
+    run_chunks(*job, job->home_of[w]);
+    me.busy.store(false, std::memory_order_relaxed);
   }
 }
 

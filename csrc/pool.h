@@ -229,10 +229,13 @@ class Pool {
     std::shared_ptr<BatchBuffers> sync_buf;  // sync jobs: row j <- ids[j]
     ChunkPlan plan;
     ChunkClaims claims;
-    // Workers 0 .. worker_cap-1 join this job (each once) and the others never
-    // see it: a sync step on 2 cores with 2 workers wakes worker 0 only, where
-    // any idle worker used to be woken and race the spinning one for it.
+    // How many workers join this job (each once); the others never see it: a
+    // sync step on 2 cores with 2 workers wakes worker 0 only, where any idle
+    // worker used to be woken and race the spinning one for it.
     int64_t worker_cap = 0;
+    // Per worker: its home in `claims` if it joins, else -1 (set by enqueue:
+    // sync jobs take workers 0 .. worker_cap-1, async ones idle workers first).
+    std::vector<int64_t> home_of;
     uint64_t seq = 0;     // order of queueing (guarded by queue_mu_)
     int64_t passed = 0;   // workers that took or skipped it (guarded by queue_mu_)
     double est_ns = 0.0;  // estimated cost of one env (step or reset)
@@ -331,6 +334,7 @@ class Pool {
     // Queued jobs this worker may join and has not taken or skipped yet:
     // readable without the lock, for the spin.
     std::atomic<int64_t> pending{0};
+    std::atomic<bool> busy{false};  // running chunks (async jobs prefer idle workers)
     uint64_t next_seq = 0;  // first job seq it has not looked at (guarded by queue_mu_)
   };
   std::vector<std::unique_ptr<WorkerState>> wstate_;
@@ -338,6 +342,7 @@ class Pool {
   std::mutex queue_mu_;
   std::deque<std::shared_ptr<Job>> queue_;
   uint64_t next_job_seq_ = 0;  // guarded by queue_mu_
+  uint64_t async_turn_ = 0;    // rotates the first worker tried for async jobs (api_mu_)
   bool stop_ = false;  // guarded by queue_mu_
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closed_{false};

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mujoco_timer.h"
 #include "pool.h"
 #include "registry.h"
 
@@ -518,6 +519,11 @@ PYBIND11_MODULE(_C, m) {
         "Spec of an env id under the given options, without building an env.");
   m.def("env_seed", [](uint64_t seed, uint64_t index) { return env_seed(seed, index); },
         "Seed of env `index` in a pool seeded with `seed`.");
+  // Python's public face is torchfrag.envs.mujoco_timer (which documents why).
+  m.def("mujoco_timer_installed", &mujoco_timer_installed,
+        "Whether libmujoco's process-wide mjcb_time callback is set.");
+  m.def("clear_mujoco_timer", &clear_mujoco_timer,
+        "Unset libmujoco's process-wide mjcb_time callback (mjData.timer stops being filled).");
 
   py::class_<BatchBuffers, std::shared_ptr<BatchBuffers>>(m, "_BatchBuffers",
                                                           "Memory behind NumPy batch views.");

@@ -127,7 +127,10 @@ class DmcDrawer:
 
     def __init__(self, env_id: str, height: int = DEFAULT_SIZE[0], width: int = DEFAULT_SIZE[1],
                  camera_id: int | str = DEFAULT_CAMERA) -> None:
-        import mujoco
+        from torchfrag.envs.mujoco_timer import keep_timer_off
+
+        with keep_timer_off():
+            import mujoco
 
         self.env_id = env_id
         self._mujoco = mujoco

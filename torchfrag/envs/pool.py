@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from torchfrag._native import C
+from torchfrag.envs import mujoco_timer
 from torchfrag.envs.aliases import resolve as resolve_alias
 from torchfrag.envs.spec import EnvSpec
 
@@ -236,6 +237,7 @@ class EnvPool:
                             per_env_seeds(seed, num_envs), autoreset, options,
                             wait_policy, -1.0 if spin_us is None else float(spin_us))
         self.spec = EnvSpec.from_native(C.env_spec(env_id, options))
+        mujoco_timer.warn_if_installed(env_id, self.spec.options)
         self._renderer: Any = None  # a FrameRenderer, made by the first render()
         logger.debug("made %s x%d (batch %d, %d threads)", env_id, self.num_envs,
                      self.batch_size, self.num_threads)

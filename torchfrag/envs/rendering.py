@@ -55,6 +55,8 @@ from typing import Any
 
 import numpy as np
 
+from torchfrag.envs.mujoco_timer import keep_timer_off
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["RENDER_MODES", "FrameRenderer", "RenderError", "check_render_mode", "render_fps",
@@ -199,11 +201,13 @@ def _gymnasium_class(env_id: str) -> type:
     from gymnasium.envs.registration import load_env_creator
 
     entry = gymnasium.spec(env_id).entry_point
-    return entry if callable(entry) else load_env_creator(entry)
+    with keep_timer_off():  # loading a MuJoCo env's module imports mujoco
+        return entry if callable(entry) else load_env_creator(entry)
 
 
 def _mujoco_dt(env_id: str, options: dict[str, Any]) -> float:
-    import mujoco
+    with keep_timer_off():
+        import mujoco
 
     from torchfrag.envs.spec import spec
 
@@ -215,7 +219,8 @@ def _mujoco_dt(env_id: str, options: dict[str, Any]) -> float:
 
 def _mujoco_model_path(xml_file: str) -> str:
     """Gymnasium's own path resolution for ``xml_file``."""
-    from gymnasium.envs.mujoco.mujoco_env import expand_model_path
+    with keep_timer_off():
+        from gymnasium.envs.mujoco.mujoco_env import expand_model_path
 
     return expand_model_path(xml_file)
 
@@ -369,7 +374,8 @@ class FrameRenderer:
 
     def _make_mujoco(self) -> Any:
         try:
-            import mujoco  # noqa: F401
+            with keep_timer_off():
+                import mujoco  # noqa: F401
         except ImportError as e:
             raise RenderError(f"{self.env_id}: rendering MuJoCo envs needs the mujoco"
                               " package") from e

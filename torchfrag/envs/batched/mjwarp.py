@@ -84,9 +84,12 @@ def warp_available() -> bool:
 
 
 def _import_warp() -> tuple[Any, Any]:
+    from torchfrag.envs.mujoco_timer import keep_timer_off
+
     try:
-        import mujoco_warp as mjw
-        import warp as wp
+        with keep_timer_off():  # mujoco_warp imports mujoco, whose timer would slow the CPU pool
+            import mujoco_warp as mjw
+            import warp as wp
     except ImportError as e:
         raise ImportError("MuJoCo Warp envs need the optional extra: pip install 'torchfrag[gpu]' "
                           f"(mujoco-warp and warp-lang); import failed: {e}") from e

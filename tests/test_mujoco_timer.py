@@ -98,6 +98,7 @@ print(len(timer_warnings))
 message = str(timer_warnings[0].message)
 assert "import mujoco" in message and "torchfrag.envs.mujoco_timer.clear_timer()" in message, message
 assert "mjData.timer" in message, message
+assert timer_warnings[0].filename == "<string>", timer_warnings[0].filename  # the user's line
 
 # The callback fills mjData.timer: a step of mujoco's own data shows a duration.
 model = mujoco.MjModel.from_xml_string(

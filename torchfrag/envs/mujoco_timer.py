@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import sys
 import warnings
 from collections.abc import Iterator
 
@@ -142,4 +144,13 @@ def warn_if_installed(env_id: str, option_names: object) -> None:
         "which slows every MuJoCo step of the pool (about +40% CPU per step on light models); "
         "call torchfrag.envs.mujoco_timer.clear_timer() after your imports to remove it (it only "
         "fills mjData.timer, which the pool, Gymnasium and dm_control do not read)",
-        MujocoTimerWarning, stacklevel=3)
+        MujocoTimerWarning, stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first caller outside torchfrag, from the caller of this function."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    level, frame = 1, sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -110,14 +110,34 @@ def _fuse(steps: list[_Step]) -> list[_Step]:
     return fused
 
 
-def _run(steps: list[_Step], params: TensorDictBase, x: torch.Tensor, detach: bool = False,
-         dtype: torch.dtype | None = None, cache: dict | None = None) -> Any:
+def _resolve(steps: list[_Step], params: TensorDictBase, detach: bool) -> list[tuple[str, Any]]:
+    """``steps`` bound to tensors: ``("mlp" or "mlp_detached", [(weight, bias), ...])`` or ``("call", callable)``.
+
+    The ``TensorDict`` look-ups (~8 us each, ~30 per loss call) are done once
+    here; the tensors are the parameters themselves (detached at each call
+    where asked), so in-place updates (optimizer steps, target lerps, ``load_state_dict``)
+    show through. Parameter-free modules without hooks are bound to their
+    ``forward`` (``nn.Module.__call__`` costs more than a ``NormalParamExtractor`` computes).
+    """
+    bound: list[tuple[str, Any]] = []
     for kind, a, _ in steps:
         if kind == "mlp":
             layers = [(params.get(w), params.get(b) if b is not None else None) for w, b in a]
-            if detach:
-                layers = [(w.detach(), b.detach() if b is not None else None) for w, b in layers]
-            x = relu_mlp(x, layers, dtype, cache)
+            bound.append(("mlp_detached" if detach else "mlp", layers))
+        elif a._forward_hooks or a._forward_pre_hooks:
+            bound.append(("call", a))
+        else:
+            bound.append(("call", a.forward))
+    return bound
+
+
+def _run(bound: list[tuple[str, Any]], x: torch.Tensor, dtype: torch.dtype | None = None,
+         cache: dict | None = None) -> Any:
+    for kind, a in bound:
+        if kind == "mlp":
+            x = relu_mlp(x, a, dtype, cache)
+        elif kind == "mlp_detached":  # detached per call: a view taken once would miss `p.data = ...`
+            x = relu_mlp(x, [(w.detach(), b.detach() if b is not None else None) for w, b in a], dtype, cache)
         else:
             x = a(x)
     return x
@@ -184,11 +204,29 @@ class FastSACLoss(SACLoss):
         self._casts: dict = {}  # parameters cast to matmul_dtype, for one forward (see relu_mlp)
         self._actor_plan = _fuse(_plan(body.module, self.actor_network_params, "the actor"))
         self._q_plan = _fuse(_plan(qvalue_network.module, self.qvalue_network_params, "the critic"))
+        self._bound: dict[str, list[tuple[str, Any]]] = {}  # see _net; emptied when parameters are replaced
+        self.register_load_state_dict_post_hook(lambda module, keys: module._bound.clear())
+
+    def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> FastSACLoss:
+        # .to()/.cuda()/.double() may replace the parameter tensors the bound plans hold
+        self._bound = {}
+        return super()._apply(fn, *args, **kwargs)
+
+    def _net(self, which: str) -> list[tuple[str, Any]]:
+        """The bound plan of ``"actor"``, ``"q"`` (critics), ``"q_detached"`` or ``"q_target"``."""
+        hit = self._bound.get(which)
+        if hit is None:
+            if which == "actor":
+                hit = _resolve(self._actor_plan, self.actor_network_params, False)
+            else:
+                params = self.target_qvalue_network_params if which == "q_target" else self.qvalue_network_params
+                hit = _resolve(self._q_plan, params, which == "q_detached")
+            self._bound[which] = hit
+        return hit
 
     def _reparam_action(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised ``TanhNormal`` action and its log-probability (TanhNormal's formulas)."""
-        loc, scale = _run(self._actor_plan, self.actor_network_params, obs, False, self.matmul_dtype,
-                          self._casts)[:2]
+        loc, scale = _run(self._net("actor"), obs, self.matmul_dtype, self._casts)[:2]
         eps = torch.randn_like(loc)
         pre = loc + scale * eps
         # log N(pre; loc, scale) - log|d tanh(pre)/d pre| - log|affine scale|, summed over the action.
@@ -200,11 +238,9 @@ class FastSACLoss(SACLoss):
             log_prob = log_prob - self._act_scale.abs().log()
         return action, log_prob.sum(-1)
 
-    def _q(self, params: TensorDictBase, obs: torch.Tensor, action: torch.Tensor,
-           detach: bool = False) -> torch.Tensor:
-        """Q(s, a) of every critic: ``[num_qvalue_nets, batch]``."""
-        return _run(self._q_plan, params, torch.cat([obs, action], -1), detach, self.matmul_dtype,
-                    self._casts).squeeze(-1)
+    def _q(self, which: str, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Q(s, a) of every critic (``which``: see :meth:`_net`): ``[num_qvalue_nets, batch]``."""
+        return _run(self._net(which), torch.cat([obs, action], -1), self.matmul_dtype, self._casts).squeeze(-1)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """SAC's critic, actor and temperature losses (what ``SACLoss.forward`` returns, not the
@@ -218,15 +254,15 @@ class FastSACLoss(SACLoss):
         alpha = self._alpha
         with torch.no_grad():
             next_action, next_log_prob = self._reparam_action(nxt.get("observation"))
-            next_q = self._q(self.target_qvalue_network_params, nxt.get("observation"), next_action)
+            next_q = self._q("q_target", nxt.get("observation"), next_action)
             next_value = (next_q - alpha * next_log_prob).min(0)[0]
             reward = nxt.get("reward").squeeze(-1)
             live = (~nxt.get("terminated").squeeze(-1)).to(reward.dtype)
             target = reward + estimator.gamma * live * next_value
-        q = self._q(self.qvalue_network_params, obs, tensordict.get("action"))
+        q = self._q("q", obs, tensordict.get("action"))
         loss_qvalue = distance_loss(q, target.expand_as(q), loss_function=self.loss_function).sum(0).mean()
         action, log_prob = self._reparam_action(obs)
-        q_pi = self._q(self.qvalue_network_params, obs, action, detach=True).min(0)[0]
+        q_pi = self._q("q_detached", obs, action).min(0)[0]
         loss_actor = (alpha * log_prob - q_pi).mean()
         log_prob = log_prob.detach()
         loss_alpha = (-self.log_alpha * (log_prob + self.target_entropy)).mean()

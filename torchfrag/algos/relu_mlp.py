@@ -112,7 +112,9 @@ class _ReluMLP(torch.autograd.Function):
                 else:
                     grads[1 + 2 * i] = g.t().mm(a).to(p_dtype)
             if ctx.has_bias[i] and needs[2 + 2 * i]:
-                grads[2 + 2 * i] = g.sum(-2, dtype=p_dtype)
+                # summed in g's dtype (a bfloat16 sum accumulates in float32 and rounds once, as the
+                # weight gradient's product does): sum(dtype=float32) first copies all of g to float32
+                grads[2 + 2 * i] = g.sum(-2).to(p_dtype)
             if i == 0 and not needs[0]:
                 break
             g = torch.bmm(g, w) if stacked else g.mm(w)
@@ -141,7 +143,7 @@ def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor 
         dtype: Multiply in this dtype (e.g. ``torch.bfloat16``: AMX/AVX-512-BF16 matrix units on
             recent x86 CPUs, tensor cores on GPUs), the input, weights and activations cast to it;
             the output, the input's gradient and the parameters' gradients come back in their own
-            dtypes (bias gradients summed in it). ``None``: the input's dtype, no casts.
+            dtypes (weight and bias gradients rounded to ``dtype`` once, then cast). ``None``: the input's dtype, no casts.
         cache: With ``dtype``, a dict that keeps the cast parameters for the caller's next calls
             (a network run twice on the same weights casts them once). The caller empties it
             whenever a parameter may have changed in place (after an optimizer step).

@@ -43,14 +43,13 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 from torchrl.modules.distributions.continuous import TanhNormal
-from torchrl.modules.distributions.utils import safetanh_noeps
 from torchrl.objectives import SACLoss
 from torchrl.objectives.utils import distance_loss
 from torchrl.objectives.value import TD0Estimator
 
 from torchfrag.algos.relu_mlp import relu_mlp
 
-__all__ = ["FastSACLoss"]
+__all__ = ["FastSACLoss", "squashed_gaussian"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
@@ -143,6 +142,91 @@ def _run(bound: list[tuple[str, Any]], x: torch.Tensor, dtype: torch.dtype | Non
     return x
 
 
+def _squashed_forward(loc: torch.Tensor, scale: torch.Tensor, eps: torch.Tensor, act_scale: torch.Tensor | None,
+                      act_loc: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The action, its log-probability, the clamped and the plain ``tanh`` of the pre-tanh value."""
+    pre = loc + scale * eps
+    # log N(pre; loc, scale) - log|d tanh(pre)/d pre| - log|affine scale|, summed over the action.
+    log_prob = (-0.5 * eps.pow(2) - scale.log() - _HALF_LOG_2PI
+                - 2.0 * (_LOG_2 - pre - nn.functional.softplus(-2.0 * pre)))
+    th = pre.tanh()
+    lim = 1.0 - torch.finfo(pre.dtype).resolution  # TorchRL's safetanh_noeps
+    squashed = th.clamp(-lim, lim)
+    action = squashed
+    if act_scale is not None:
+        action = squashed * act_scale + act_loc
+        log_prob = log_prob - act_scale.abs().log()
+    return action, log_prob.sum(-1), squashed, th
+
+
+class _SquashedGaussian(torch.autograd.Function):
+    """:func:`squashed_gaussian` as one autograd node (the ~15 elementwise nodes of its formula,
+    each with its own saved tensors and backward call, cost more than they compute at SAC's sizes)."""
+
+    @staticmethod
+    def forward(ctx: Any, loc: torch.Tensor, scale: torch.Tensor, eps: torch.Tensor,
+                act_scale: torch.Tensor | None, act_loc: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        action, log_prob, squashed, th = _squashed_forward(loc, scale, eps, act_scale, act_loc)
+        ctx.save_for_backward(scale, eps, squashed, th, act_scale)
+        return action, log_prob
+
+    @staticmethod
+    def backward(ctx: Any, g_action: torch.Tensor | None, g_log_prob: torch.Tensor | None
+                 ) -> tuple[torch.Tensor | None, ...]:
+        scale, eps, squashed, th, act_scale = ctx.saved_tensors
+        d_pre = None
+        if g_action is not None:  # d action / d pre: the affine scale times tanh' (from the clamped value, as TorchRL)
+            d_pre = g_action * (1.0 - squashed.pow(2))
+            if act_scale is not None:
+                d_pre = d_pre * act_scale
+        g_lp = None
+        if g_log_prob is not None:
+            # d/d pre of -2 (log 2 - pre - softplus(-2 pre)) is 2 tanh(pre); d/d scale of -log(scale) is -1/scale
+            g_lp = g_log_prob.unsqueeze(-1)
+            d_lp = 2.0 * g_lp * th
+            d_pre = d_lp if d_pre is None else d_pre + d_lp
+        if d_pre is None:
+            return None, None, None, None, None
+        d_scale = d_pre * eps
+        if g_lp is not None:
+            d_scale = d_scale - g_lp / scale
+        return (d_pre if ctx.needs_input_grad[0] else None, d_scale if ctx.needs_input_grad[1] else None,
+                None, None, None)
+
+
+def squashed_gaussian(loc: torch.Tensor, scale: torch.Tensor, eps: torch.Tensor,
+                      act_scale: torch.Tensor | None = None, act_loc: torch.Tensor | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``TanhNormal(loc, scale)``'s reparameterised sample for the draw ``eps`` and its log-probability.
+
+    The sample is ``tanh(loc + scale * eps)`` (clamped inside (-1, 1) as TorchRL's
+    ``safetanh_noeps``), mapped onto ``act_loc +- act_scale`` when those are given; the
+    log-probability is summed over the last dimension. With gradients it is one autograd
+    node with a hand-written backward (the same gradients as the formula's own,
+    ``tests/test_sac_optim.py``).
+
+    Args:
+        loc: ``[..., A]`` means of the pre-tanh Gaussian.
+        scale: ``[..., A]`` standard deviations (> 0).
+        eps: ``[..., A]`` standard normal draws.
+        act_scale: ``[A]`` half-widths of the action box (``None``: the box is (-1, 1)).
+        act_loc: ``[A]`` centres of the action box (with ``act_scale``).
+
+    Returns:
+        ``(action [..., A], log_prob [...])``.
+
+    Example:
+        >>> import torch
+        >>> from torchfrag.algos.sac_loss import squashed_gaussian
+        >>> a, lp = squashed_gaussian(torch.zeros(2, 3), torch.ones(2, 3), torch.zeros(2, 3))
+        >>> a.abs().max().item(), lp.shape
+        (0.0, torch.Size([2]))
+    """
+    if torch.is_grad_enabled() and (loc.requires_grad or scale.requires_grad):
+        return _SquashedGaussian.apply(loc, scale, eps, act_scale, act_loc)
+    return _squashed_forward(loc, scale, eps, act_scale, act_loc)[:2]
+
+
 class FastSACLoss(SACLoss):
     """TorchRL's ``SACLoss`` (v2: twin critics, learned temperature) with a plain-tensor ``forward``.
 
@@ -228,15 +312,8 @@ class FastSACLoss(SACLoss):
         """A reparameterised ``TanhNormal`` action and its log-probability (TanhNormal's formulas)."""
         loc, scale = _run(self._net("actor"), obs, self.matmul_dtype, self._casts)[:2]
         eps = torch.randn_like(loc)
-        pre = loc + scale * eps
-        # log N(pre; loc, scale) - log|d tanh(pre)/d pre| - log|affine scale|, summed over the action.
-        log_prob = (-0.5 * eps.pow(2) - scale.log() - _HALF_LOG_2PI
-                    - 2.0 * (_LOG_2 - pre - nn.functional.softplus(-2.0 * pre)))
-        action = safetanh_noeps(pre)
-        if self._affine:
-            action = action * self._act_scale + self._act_loc
-            log_prob = log_prob - self._act_scale.abs().log()
-        return action, log_prob.sum(-1)
+        affine = (self._act_scale, self._act_loc) if self._affine else (None, None)
+        return squashed_gaussian(loc, scale, eps, *affine)
 
     def _q(self, which: str, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Q(s, a) of every critic (``which``: see :meth:`_net`): ``[num_qvalue_nets, batch]``."""

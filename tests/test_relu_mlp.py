@@ -100,3 +100,27 @@ def test_relu_mlp_refuses_bad_layer_lists() -> None:
         relu_mlp(torch.zeros(2, 3), [])
     with pytest.raises(ValueError, match=r"all \[out, in\] or all \[N, out, in\]"):
         relu_mlp(torch.zeros(2, 3), [(torch.zeros(4, 3), None), (torch.zeros(2, 1, 4), None)])
+
+
+@pytest.mark.parametrize("stack", [None, 2])
+def test_param_rows_train_the_weights_on_the_leading_rows_only(stack: int | None) -> None:
+    """param_rows=n: one call on stacked rows gives what a call on the first n rows (weights trained)
+    and one on the rest with detached weights give together: outputs, the input's gradient and
+    parameter gradients from the first rows alone (SAC's critic on replayed and on policy actions)."""
+    gen = torch.Generator().manual_seed(7)
+    layers = _layers([5, 16, 16, 1], stack, gen)
+    x = torch.randn(12, 5, generator=gen, dtype=torch.float64, requires_grad=True)
+    w_out = torch.randn(*(() if stack is None else (stack,)), 12, 1, generator=gen, dtype=torch.float64)
+    params = [t for layer in layers for t in layer]
+
+    def grads(y: torch.Tensor) -> list[torch.Tensor]:
+        got = torch.autograd.grad((y * w_out).sum(), [x, *params], allow_unused=True)
+        return [torch.zeros_like(t) if g is None else g for g, t in zip(got, [x, *params])]
+
+    y = relu_mlp(x, layers, param_rows=7)
+    want = torch.cat([relu_mlp(x[:7], layers), relu_mlp(x[7:], [(w.detach(), b.detach()) for w, b in layers])], -2)
+    torch.testing.assert_close(y, want)
+    for got, ref in zip(grads(y), grads(want)):
+        torch.testing.assert_close(got, ref)
+    with pytest.raises(ValueError, match="param_rows must be in"):
+        relu_mlp(x, layers, param_rows=13)

@@ -83,13 +83,14 @@ class _ReluMLP(torch.autograd.Function):
     """``relu_mlp`` as one autograd node: inputs ``(x, w0, b0, w1, b1, ...)``."""
 
     @staticmethod
-    def forward(ctx: Any, dtype: torch.dtype | None, cache: dict | None, x: torch.Tensor,
-                *flat: torch.Tensor | None) -> torch.Tensor:
+    def forward(ctx: Any, dtype: torch.dtype | None, cache: dict | None, param_rows: int | None,
+                x: torch.Tensor, *flat: torch.Tensor | None) -> torch.Tensor:
         layers = list(zip(flat[0::2], flat[1::2]))
         out, inputs, weights = _forward(x, layers, dtype, cache)
         ctx.n_layers = len(layers)
         ctx.has_bias = [b is not None for _, b in layers]
         ctx.dtypes = (x.dtype, flat[0].dtype)  # of the input, of the parameters
+        ctx.param_rows = param_rows
         ctx.save_for_backward(*inputs, *weights)
         return out
 
@@ -98,23 +99,26 @@ class _ReluMLP(torch.autograd.Function):
         n = ctx.n_layers
         saved = ctx.saved_tensors
         inputs, weights = saved[:n], saved[n:]
-        needs = ctx.needs_input_grad[2:]  # after dtype and cache
+        needs = ctx.needs_input_grad[3:]  # after dtype, cache and param_rows
+        rows = ctx.param_rows
         x_dtype, p_dtype = ctx.dtypes
         grads: list[torch.Tensor | None] = [None] * (1 + 2 * n)
         g = grad.to(weights[0].dtype)
         for i in range(n - 1, -1, -1):
             a, w = inputs[i], weights[i]
             stacked = w.dim() == 3
+            # the rows whose loss trains the parameters (param_rows: the leading ones only)
+            ga, aa = (g, a) if rows is None else (g.narrow(-2, 0, rows), a.narrow(-2, 0, rows))
             if needs[1 + 2 * i]:  # dL/dW = g^T a (per network)
                 if stacked:
-                    a3 = a if a.dim() == 3 else a.expand(w.shape[0], *a.shape)
-                    grads[1 + 2 * i] = torch.bmm(g.transpose(1, 2), a3).to(p_dtype)
+                    a3 = aa if aa.dim() == 3 else aa.expand(w.shape[0], *aa.shape)
+                    grads[1 + 2 * i] = torch.bmm(ga.transpose(1, 2), a3).to(p_dtype)
                 else:
-                    grads[1 + 2 * i] = g.t().mm(a).to(p_dtype)
+                    grads[1 + 2 * i] = ga.t().mm(aa).to(p_dtype)
             if ctx.has_bias[i] and needs[2 + 2 * i]:
                 # summed in g's dtype (a bfloat16 sum accumulates in float32 and rounds once, as the
                 # weight gradient's product does): sum(dtype=float32) first copies all of g to float32
-                grads[2 + 2 * i] = g.sum(-2).to(p_dtype)
+                grads[2 + 2 * i] = ga.sum(-2).to(p_dtype)
             if i == 0 and not needs[0]:
                 break
             g = torch.bmm(g, w) if stacked else g.mm(w)
@@ -126,11 +130,12 @@ class _ReluMLP(torch.autograd.Function):
                 g = g.sum(0)  # the shared input's gradient: summed over the networks
         if needs[0]:
             grads[0] = g.to(x_dtype)
-        return (None, None, *grads)
+        return (None, None, None, *grads)
 
 
 def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]],
-             dtype: torch.dtype | None = None, cache: dict | None = None) -> torch.Tensor:
+             dtype: torch.dtype | None = None, cache: dict | None = None,
+             param_rows: int | None = None) -> torch.Tensor:
     """``linear -> ReLU -> ... -> linear`` over ``layers`` (``(weight, bias or None)`` pairs, the input first).
 
     Gradients reach every tensor that requires one; pass a weight ``.detach()``-ed to
@@ -147,6 +152,11 @@ def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor 
         cache: With ``dtype``, a dict that keeps the cast parameters for the caller's next calls
             (a network run twice on the same weights casts them once). The caller empties it
             whenever a parameter may have changed in place (after an optimizer step).
+        param_rows: Only the first ``param_rows`` rows of the batch (dimension -2) give the
+            parameters their gradients; the other rows' outputs still pass gradients to ``x``.
+            Two evaluations of one network, one training it and one only differentiated
+            through (SAC's critic on replayed and on policy actions, the second with
+            detached weights), run as one call on the stacked rows (``None``: every row).
 
     Returns:
         ``[B, out]``, or ``[N, B, out]`` for stacked networks.
@@ -166,7 +176,9 @@ def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor 
     dims = {w.dim() for w, _ in layers}
     if dims not in ({2}, {3}):
         raise ValueError(f"relu_mlp needs weights all [out, in] or all [N, out, in]; got dims {sorted(dims)}")
+    if param_rows is not None and not 0 <= param_rows <= x.shape[-2]:
+        raise ValueError(f"relu_mlp: param_rows must be in [0, {x.shape[-2]}] (the batch), got {param_rows}")
     flat = [t for layer in layers for t in layer]
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, *flat)):
-        return _ReluMLP.apply(dtype, cache, x, *flat)
+        return _ReluMLP.apply(dtype, cache, param_rows, x, *flat)
     return _forward(x, layers, dtype, cache)[0]

@@ -109,12 +109,11 @@ def _fuse(steps: list[_Step]) -> list[_Step]:
     return fused
 
 
-def _resolve(steps: list[_Step], params: TensorDictBase, detach: bool) -> list[tuple[str, Any]]:
-    """``steps`` bound to tensors: ``("mlp" or "mlp_detached", [(weight, bias), ...])`` or ``("call", callable)``.
+def _resolve(steps: list[_Step], params: TensorDictBase) -> list[tuple[str, Any]]:
+    """``steps`` bound to tensors: ``("mlp", [(weight, bias), ...])`` or ``("call", callable)``.
 
     The ``TensorDict`` look-ups (~8 us each, ~30 per loss call) are done once
-    here; the tensors are the parameters themselves (detached at each call
-    where asked), so in-place updates (optimizer steps, target lerps, ``load_state_dict``)
+    here; the tensors are the parameters themselves, so in-place updates (optimizer steps, target lerps, ``load_state_dict``)
     show through. Parameter-free modules without hooks are bound to their
     ``forward`` (``nn.Module.__call__`` costs more than a ``NormalParamExtractor`` computes).
     """
@@ -122,7 +121,7 @@ def _resolve(steps: list[_Step], params: TensorDictBase, detach: bool) -> list[t
     for kind, a, _ in steps:
         if kind == "mlp":
             layers = [(params.get(w), params.get(b) if b is not None else None) for w, b in a]
-            bound.append(("mlp_detached" if detach else "mlp", layers))
+            bound.append(("mlp", layers))
         elif a._forward_hooks or a._forward_pre_hooks:
             bound.append(("call", a))
         else:
@@ -131,14 +130,9 @@ def _resolve(steps: list[_Step], params: TensorDictBase, detach: bool) -> list[t
 
 
 def _run(bound: list[tuple[str, Any]], x: torch.Tensor, dtype: torch.dtype | None = None,
-         cache: dict | None = None) -> Any:
+         cache: dict | None = None, param_rows: int | None = None) -> Any:
     for kind, a in bound:
-        if kind == "mlp":
-            x = relu_mlp(x, a, dtype, cache)
-        elif kind == "mlp_detached":  # detached per call: a view taken once would miss `p.data = ...`
-            x = relu_mlp(x, [(w.detach(), b.detach() if b is not None else None) for w, b in a], dtype, cache)
-        else:
-            x = a(x)
+        x = relu_mlp(x, a, dtype, cache, param_rows) if kind == "mlp" else a(x)
     return x
 
 
@@ -297,14 +291,14 @@ class FastSACLoss(SACLoss):
         return super()._apply(fn, *args, **kwargs)
 
     def _net(self, which: str) -> list[tuple[str, Any]]:
-        """The bound plan of ``"actor"``, ``"q"`` (critics), ``"q_detached"`` or ``"q_target"``."""
+        """The bound plan of ``"actor"``, ``"q"`` (critics) or ``"q_target"``."""
         hit = self._bound.get(which)
         if hit is None:
             if which == "actor":
-                hit = _resolve(self._actor_plan, self.actor_network_params, False)
+                hit = _resolve(self._actor_plan, self.actor_network_params)
             else:
                 params = self.target_qvalue_network_params if which == "q_target" else self.qvalue_network_params
-                hit = _resolve(self._q_plan, params, which == "q_detached")
+                hit = _resolve(self._q_plan, params)
             self._bound[which] = hit
         return hit
 
@@ -336,10 +330,15 @@ class FastSACLoss(SACLoss):
             reward = nxt.get("reward").squeeze(-1)
             live = (~nxt.get("terminated").squeeze(-1)).to(reward.dtype)
             target = reward + estimator.gamma * live * next_value
-        q = self._q("q", obs, tensordict.get("action"))
-        loss_qvalue = distance_loss(q, target.expand_as(q), loss_function=self.loss_function).sum(0).mean()
         action, log_prob = self._reparam_action(obs)
-        q_pi = self._q("q_detached", obs, action).min(0)[0]
+        # The critics on the replayed actions (their loss trains them) and on the policy's
+        # (differentiated through for the actor only: TorchRL detaches the critics there) as one
+        # batch of stacked rows, the parameters' gradients from the first rows alone (param_rows).
+        n = obs.shape[-2]
+        x = torch.cat([torch.cat([obs, tensordict.get("action")], -1), torch.cat([obs, action], -1)], -2)
+        both = _run(self._net("q"), x, self.matmul_dtype, self._casts, param_rows=n).squeeze(-1)
+        q, q_pi = both[..., :n], both[..., n:].min(0)[0]
+        loss_qvalue = distance_loss(q, target.expand_as(q), loss_function=self.loss_function).sum(0).mean()
         loss_actor = (alpha * log_prob - q_pi).mean()
         log_prob = log_prob.detach()
         loss_alpha = (-self.log_alpha * (log_prob + self.target_entropy)).mean()

@@ -124,3 +124,31 @@ def test_param_rows_train_the_weights_on_the_leading_rows_only(stack: int | None
         torch.testing.assert_close(got, ref)
     with pytest.raises(ValueError, match="param_rows must be in"):
         relu_mlp(x, layers, param_rows=13)
+
+
+@pytest.mark.parametrize("stack", [None, 2])
+def test_relu_mlp_split_is_a_call_with_gradients_and_one_without(stack: int | None) -> None:
+    """relu_mlp_split(x, layers, n): the first n rows as relu_mlp with gradients, the rest as under
+    no_grad (constants); the input's gradient is zero on the constant rows."""
+    from torchfrag.algos.relu_mlp import relu_mlp_split
+
+    gen = torch.Generator().manual_seed(11)
+    layers = _layers([5, 16, 16, 3], stack, gen)
+    params = [t for layer in layers for t in layer]
+    x = torch.randn(9, 5, generator=gen, dtype=torch.float64, requires_grad=True)
+    head, tail = relu_mlp_split(x, layers, 4)
+    want_head = relu_mlp(x[:4], layers)
+    with torch.no_grad():
+        want_tail = relu_mlp(x[4:], layers)
+    torch.testing.assert_close(head, want_head)
+    torch.testing.assert_close(tail, want_tail)
+    assert head.requires_grad and not tail.requires_grad
+    w_out = torch.randn_like(head)
+    got = torch.autograd.grad((head * w_out).sum(), [x, *params])
+    want = torch.autograd.grad((want_head * w_out).sum(), [x, *params], allow_unused=True)
+    want = [torch.zeros_like(x) if want[0] is None else want[0], *want[1:]]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    assert not got[0][4:].any()
+    with pytest.raises(ValueError, match="head_rows must be in"):
+        relu_mlp_split(x, layers, 10)

@@ -47,7 +47,7 @@ from torchrl.objectives import SACLoss
 from torchrl.objectives.utils import distance_loss
 from torchrl.objectives.value import TD0Estimator
 
-from torchfrag.algos.relu_mlp import relu_mlp
+from torchfrag.algos.relu_mlp import relu_mlp, relu_mlp_split
 
 __all__ = ["FastSACLoss", "squashed_gaussian"]
 
@@ -302,12 +302,23 @@ class FastSACLoss(SACLoss):
             self._bound[which] = hit
         return hit
 
-    def _reparam_action(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised ``TanhNormal`` action and its log-probability (TanhNormal's formulas)."""
-        loc, scale = _run(self._net("actor"), obs, self.matmul_dtype, self._casts)[:2]
-        eps = torch.randn_like(loc)
-        affine = (self._act_scale, self._act_loc) if self._affine else (None, None)
-        return squashed_gaussian(loc, scale, eps, *affine)
+    def _actor(self, obs: torch.Tensor, next_obs: torch.Tensor) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """The actor's outputs (``loc, scale``) on ``obs`` (differentiable) and on ``next_obs``
+        (constants), from one pass over the stacked rows (:func:`~torchfrag.algos.relu_mlp.relu_mlp_split`)."""
+        n = obs.shape[-2]
+        x: Any = torch.cat([obs, next_obs], -2)
+        head = tail = None
+        for kind, a in self._net("actor"):
+            if head is None:
+                if kind == "mlp":
+                    head, tail = relu_mlp_split(x, a, n, self.matmul_dtype, self._casts)
+                else:
+                    x = a(x)
+                continue
+            head = relu_mlp(head, a, self.matmul_dtype, self._casts) if kind == "mlp" else a(head)
+            with torch.no_grad():
+                tail = relu_mlp(tail, a, self.matmul_dtype, self._casts) if kind == "mlp" else a(tail)
+        return head[:2], tail[:2]
 
     def _q(self, which: str, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Q(s, a) of every critic (``which``: see :meth:`_net`): ``[num_qvalue_nets, batch]``."""
@@ -323,14 +334,17 @@ class FastSACLoss(SACLoss):
         obs = tensordict.get("observation")
         nxt = tensordict.get("next")
         alpha = self._alpha
+        (loc, scale), (next_loc, next_scale) = self._actor(obs, nxt.get("observation"))
+        affine = (self._act_scale, self._act_loc) if self._affine else (None, None)
         with torch.no_grad():
-            next_action, next_log_prob = self._reparam_action(nxt.get("observation"))
+            # the next observations' draw first, as SACLoss makes them (the same random stream)
+            next_action, next_log_prob = squashed_gaussian(next_loc, next_scale, torch.randn_like(next_loc), *affine)
             next_q = self._q("q_target", nxt.get("observation"), next_action)
             next_value = (next_q - alpha * next_log_prob).min(0)[0]
             reward = nxt.get("reward").squeeze(-1)
             live = (~nxt.get("terminated").squeeze(-1)).to(reward.dtype)
             target = reward + estimator.gamma * live * next_value
-        action, log_prob = self._reparam_action(obs)
+        action, log_prob = squashed_gaussian(loc, scale, torch.randn_like(loc), *affine)
         # The critics on the replayed actions (their loss trains them) and on the policy's
         # (differentiated through for the actor only: TorchRL detaches the critics there) as one
         # batch of stacked rows, the parameters' gradients from the first rows alone (param_rows).

@@ -55,7 +55,7 @@ def frame_split(loop: Any, frames: int) -> dict[str, float]:
     import torch
 
     from torchfrag.algos.replay import REPLAY_KEYS
-    from torchfrag.fragments.learn import _MetricSums
+    from torchfrag.fragments.learn import _MetricSums, _total_norm
 
     learn = loop.learn
     sums = dict.fromkeys(PIECES, 0.0)
@@ -76,7 +76,7 @@ def frame_split(loop: Any, frames: int) -> dict[str, float]:
         t.append(time.perf_counter())
         total.backward()
         t.append(time.perf_counter())
-        gn = torch.nn.utils.get_total_norm([p.grad for p in learn._params if p.grad is not None])
+        gn = _total_norm([p.grad for p in learn._params if p.grad is not None])
         t.append(time.perf_counter())
         learn.optimizer.step()
         t.append(time.perf_counter())

@@ -180,3 +180,40 @@ def test_replay_write_and_sample_equal_torchrl_extend_and_sample():
     assert not replay_mod._round_robin_write(ours, _transitions(1, 1, 0.0).exclude("action"))
     assert replay_mod._uniform_sample(TensorDictReplayBuffer(storage=LazyTensorStorage(4)), 2) is None
     assert replay_mod._plain_storage(ReplayBuffer(storage=LazyTensorStorage(4))) is None  # not initialised
+
+
+@pytest.mark.parametrize("bounded", [False, True])
+def test_act_tanh_normal_sample_equals_the_distribution(bounded):
+    """Act's TanhNormal sampler gives TorchRL's TanhNormal.rsample tensors, saturated ones included,
+    through a whole SAC actor (against fast=False) and alone."""
+    from torchrl.modules import TanhNormal
+
+    from torchfrag.algos.envs import make_env
+    from torchfrag.algos.sac import make_sac_networks
+    from torchfrag.fragments import Act
+    from torchfrag.fragments.act import _tanh_normal_sampler
+
+    low = torch.tensor([-2.0, -1.0, 0.0]) if bounded else -torch.ones(3)
+    high = torch.tensor([2.0, 1.0, 0.5]) if bounded else torch.ones(3)
+    sample = _tanh_normal_sampler(TanhNormal, {"low": low, "high": high}, ["loc", "scale"])
+    loc = torch.randn(64, 3, generator=torch.Generator().manual_seed(0)) * 5
+    loc[0] = torch.tensor([30.0, -30.0, 0.0])  # tanh saturates: the clamp decides
+    scale = torch.rand(64, 3, generator=torch.Generator().manual_seed(1)) + 1e-3
+    torch.manual_seed(2)
+    expected = TanhNormal(loc, scale, low=low, high=high).rsample()
+    torch.manual_seed(2)
+    assert torch.equal(sample(loc, scale), expected)
+    assert sample(loc, scale[:1]) is None  # broadcast scale: the distribution's own path
+    assert _tanh_normal_sampler(TanhNormal, {"low": low, "high": high, "tanh_loc": True}, ["loc", "scale"]) is None
+
+    env = make_env("Pendulum-v1", 4)
+    actor, _ = make_sac_networks(env, [16])
+    td = env.reset()
+    fast, slow = Act(actor), Act(actor, fast=False)
+    assert fast._fast is not None
+    torch.manual_seed(3)
+    a = fast(td.clone())["action"]
+    torch.manual_seed(3)
+    b = slow(td.clone())["action"]
+    assert torch.equal(a, b)
+    env.close()

@@ -80,10 +80,18 @@ class ReplaySample(Fragment):
         return data if data is not None else self.buffer.sample(self.batch_size)
 
 
+#: TorchRL's default collate for tensor storages (the identity), by module and name: the
+#: function itself is private to TorchRL, so it is recognised rather than imported.
+_IDENTITY_COLLATE = ("torchrl.data.replay_buffers.storages", "_collate_id")
+
+
+def _named(fn: Any) -> tuple[str | None, str | None]:
+    return getattr(fn, "__module__", None), getattr(fn, "__name__", None)
+
+
 def _plain_storage(buffer: ReplayBuffer) -> Any:
     """The storage of a plain uniform TensorDict buffer, or ``None`` (see :func:`_uniform_sample`)."""
     from torchrl.data import LazyTensorStorage, RandomSampler, RoundRobinWriter, TensorStorage
-    from torchrl.data.replay_buffers.storages.utils import _collate_id
 
     try:
         storage = buffer._storage
@@ -94,7 +102,7 @@ def _plain_storage(buffer: ReplayBuffer) -> Any:
                 or buffer._sample_unit is not None or buffer._prefetch or buffer._pin_memory
                 or buffer._service_shutdown or buffer._sample_dependency is not None
                 or buffer._writer.tracks_generations or buffer._writer._generation is not None
-                or buffer._collate_fn is not _collate_id or buffer.dim_extend != 0
+                or _named(buffer._collate_fn) != _IDENTITY_COLLATE or buffer.dim_extend != 0
                 or (buffer._delayed_init and not buffer.initialized)
                 or not storage.initialized or storage.ndim != 1 or storage._storage_keys is not None
                 or not isinstance(storage._storage, TensorDictBase)):

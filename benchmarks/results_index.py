@@ -313,6 +313,9 @@ BENCHMARKS: list[Benchmark] = [
     Benchmark("sac_update", "python -m benchmarks.sac_update --repeats 7",
               "One SAC gradient step: float32, bfloat16 and CleanRL-style; kernel split, per-step overhead, threads",
               ("sac_update.json",)),
+    Benchmark("sac_frame", "python -m benchmarks.sac_frame --repeats 5 --frames 200",
+              "One SAC training frame on HalfCheetah (one thread): ms per piece, float32 and bfloat16",
+              ("sac_frame.json",)),
     Benchmark("time_to_solve_sac_HalfCheetah-v5",
               "python -m benchmarks.time_to_solve --algo sac --env HalfCheetah-v5 --target 3000 --parallel "
               "--max-seconds 900",

@@ -135,3 +135,85 @@ def test_missing_key_still_found_at_capture():
     with pytest.raises(MissingKeyError, match="absent"):
         capture(loop)
     loop.rollout.env.close()
+
+
+def _transitions(n: int, t: int, base: float) -> TensorDict:
+    x = torch.arange(n * t * 3, dtype=torch.float32).reshape(n, t, 3) + base
+    nxt = TensorDict(observation=x + 0.5, reward=x[..., :1] * 2, done=x[..., :1] > base + 4,
+                     batch_size=[n, t])
+    return TensorDict(observation=x, action=x[..., :2].double(), next=nxt, batch_size=[n, t])
+
+
+def test_replay_write_and_sample_equal_torchrl_extend_and_sample():
+    """ReplayWrite/ReplaySample's direct paths on a plain buffer leave the same buffer state and
+    draw the same samples as TorchRL's extend/sample, through a wrap-around of the storage;
+    buffers they do not apply to go through TorchRL."""
+    from torchrl.data import LazyTensorStorage, ReplayBuffer, TensorDictReplayBuffer
+
+    from torchfrag.fragments import ReplaySample, ReplayWrite
+    from torchfrag.fragments import replay as replay_mod
+
+    ref = ReplayBuffer(storage=LazyTensorStorage(12))
+    ours = ReplayBuffer(storage=LazyTensorStorage(12))
+    write, sample = ReplayWrite(ours), ReplaySample(ours, batch_size=5)
+    direct = 0
+    for i, (n, t) in enumerate([(1, 1), (2, 3), (1, 1), (1, 2), (1, 1), (3, 1), (1, 1), (2, 2), (1, 1)]):
+        data = _transitions(n, t, 100.0 * i)
+        ref.extend(data.reshape(-1))
+        before = ours._writer._write_count
+        direct += replay_mod._round_robin_write(ours, data.clone()) or 0
+        if ours._writer._write_count == before:  # not taken (first write, wrap-around): as the fragment
+            write(data)
+        assert len(ours) == len(ref)
+        assert (ours._writer._cursor, ours._writer._write_count) == (ref._writer._cursor, ref._writer._write_count)
+        assert ours._storage._last_cursor.tolist() == ref._storage._last_cursor.tolist()
+        assert (ours._storage._storage[:len(ref)] == ref._storage._storage[:len(ref)]).all()
+        torch.manual_seed(i)
+        expected = ref.sample(5)
+        torch.manual_seed(i)
+        got = sample()
+        assert got.batch_size == expected.batch_size and (got == expected).all()
+        assert got.get("action").dtype == torch.float64
+    assert 0 < direct < 9  # both paths were exercised (the first write initialises the storage)
+    assert ours.state_dict()["_writer"] == ref.state_dict()["_writer"]
+    # mismatched entries and other buffer kinds: TorchRL's own methods
+    assert not replay_mod._round_robin_write(ours, _transitions(1, 1, 0.0).exclude("action"))
+    assert replay_mod._uniform_sample(TensorDictReplayBuffer(storage=LazyTensorStorage(4)), 2) is None
+    assert replay_mod._plain_storage(ReplayBuffer(storage=LazyTensorStorage(4))) is None  # not initialised
+
+
+@pytest.mark.parametrize("bounded", [False, True])
+def test_act_tanh_normal_sample_equals_the_distribution(bounded):
+    """Act's TanhNormal sampler gives TorchRL's TanhNormal.rsample tensors, saturated ones included,
+    through a whole SAC actor (against fast=False) and alone."""
+    from torchrl.modules import TanhNormal
+
+    from torchfrag.algos.envs import make_env
+    from torchfrag.algos.sac import make_sac_networks
+    from torchfrag.fragments import Act
+    from torchfrag.fragments.act import _tanh_normal_sampler
+
+    low = torch.tensor([-2.0, -1.0, 0.0]) if bounded else -torch.ones(3)
+    high = torch.tensor([2.0, 1.0, 0.5]) if bounded else torch.ones(3)
+    sample = _tanh_normal_sampler(TanhNormal, {"low": low, "high": high}, ["loc", "scale"])
+    loc = torch.randn(64, 3, generator=torch.Generator().manual_seed(0)) * 5
+    loc[0] = torch.tensor([30.0, -30.0, 0.0])  # tanh saturates: the clamp decides
+    scale = torch.rand(64, 3, generator=torch.Generator().manual_seed(1)) + 1e-3
+    torch.manual_seed(2)
+    expected = TanhNormal(loc, scale, low=low, high=high).rsample()
+    torch.manual_seed(2)
+    assert torch.equal(sample(loc, scale), expected)
+    assert sample(loc, scale[:1]) is None  # broadcast scale: the distribution's own path
+    assert _tanh_normal_sampler(TanhNormal, {"low": low, "high": high, "tanh_loc": True}, ["loc", "scale"]) is None
+
+    env = make_env("Pendulum-v1", 4)
+    actor, _ = make_sac_networks(env, [16])
+    td = env.reset()
+    fast, slow = Act(actor), Act(actor, fast=False)
+    assert fast._fast is not None
+    torch.manual_seed(3)
+    a = fast(td.clone())["action"]
+    torch.manual_seed(3)
+    b = slow(td.clone())["action"]
+    assert torch.equal(a, b)
+    env.close()

@@ -162,3 +162,32 @@ def test_anneal_buffers_follow_the_lr_schedule():
         Learn(_Recorder(), anneal_steps=3, anneal_buffers=["nope"])
     with pytest.raises(ValueError, match="anneal_steps"):
         Learn(_Recorder(), anneal_buffers=["w"])
+
+
+def test_total_norm_equals_torch_get_total_norm_bit_for_bit():
+    from torchfrag.fragments.learn import _total_norm
+
+    g = torch.Generator().manual_seed(0)
+    grads = [torch.randn(s, generator=g) for s in ((256, 17), (256,), (6, 256), (1,), (2, 256, 256))]
+    assert torch.equal(_total_norm(grads), torch.nn.utils.get_total_norm(grads))
+    mixed = [grads[0], grads[1].double()]  # two dtypes: torch's own path
+    assert torch.equal(_total_norm(mixed), torch.nn.utils.get_total_norm(mixed))
+    assert torch.equal(_total_norm([]), torch.nn.utils.get_total_norm([]))
+
+
+def test_one_minibatch_metrics_are_the_loss_values_themselves():
+    """One gradient step per call (SAC, DQN): the reported means are that step's values."""
+    from torchfrag.fragments.learn import _MetricSums
+
+    sums = _MetricSums()
+    out = {"loss_a": torch.tensor(0.1), "loss_b": torch.tensor(1 / 3), "alpha": torch.tensor(7.0)}
+    sums.add(out, torch.tensor(0.1) + torch.tensor(1 / 3), torch.tensor(2.5))
+    means = sums.means()
+    assert list(means) == ["loss_a", "loss_b", "alpha", "loss", "grad_norm"]
+    for k, v in out.items():
+        assert torch.equal(means[k], v)
+    assert torch.equal(means["grad_norm"], torch.tensor(2.5))
+    two = _MetricSums()
+    for x in (1.0, 2.0):
+        two.add({"loss_a": torch.tensor(x)}, torch.tensor(x), torch.tensor(x))
+    assert float(two.means()["loss_a"]) == 1.5

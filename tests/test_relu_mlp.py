@@ -100,3 +100,55 @@ def test_relu_mlp_refuses_bad_layer_lists() -> None:
         relu_mlp(torch.zeros(2, 3), [])
     with pytest.raises(ValueError, match=r"all \[out, in\] or all \[N, out, in\]"):
         relu_mlp(torch.zeros(2, 3), [(torch.zeros(4, 3), None), (torch.zeros(2, 1, 4), None)])
+
+
+@pytest.mark.parametrize("stack", [None, 2])
+def test_param_rows_train_the_weights_on_the_leading_rows_only(stack: int | None) -> None:
+    """param_rows=n: one call on stacked rows gives what a call on the first n rows (weights trained)
+    and one on the rest with detached weights give together: outputs, the input's gradient and
+    parameter gradients from the first rows alone (SAC's critic on replayed and on policy actions)."""
+    gen = torch.Generator().manual_seed(7)
+    layers = _layers([5, 16, 16, 1], stack, gen)
+    x = torch.randn(12, 5, generator=gen, dtype=torch.float64, requires_grad=True)
+    w_out = torch.randn(*(() if stack is None else (stack,)), 12, 1, generator=gen, dtype=torch.float64)
+    params = [t for layer in layers for t in layer]
+
+    def grads(y: torch.Tensor) -> list[torch.Tensor]:
+        got = torch.autograd.grad((y * w_out).sum(), [x, *params], allow_unused=True)
+        return [torch.zeros_like(t) if g is None else g for g, t in zip(got, [x, *params])]
+
+    y = relu_mlp(x, layers, param_rows=7)
+    want = torch.cat([relu_mlp(x[:7], layers), relu_mlp(x[7:], [(w.detach(), b.detach()) for w, b in layers])], -2)
+    torch.testing.assert_close(y, want)
+    for got, ref in zip(grads(y), grads(want)):
+        torch.testing.assert_close(got, ref)
+    with pytest.raises(ValueError, match="param_rows must be in"):
+        relu_mlp(x, layers, param_rows=13)
+
+
+@pytest.mark.parametrize("stack", [None, 2])
+def test_relu_mlp_split_is_a_call_with_gradients_and_one_without(stack: int | None) -> None:
+    """relu_mlp_split(x, layers, n): the first n rows as relu_mlp with gradients, the rest as under
+    no_grad (constants); the input's gradient is zero on the constant rows."""
+    from torchfrag.algos.relu_mlp import relu_mlp_split
+
+    gen = torch.Generator().manual_seed(11)
+    layers = _layers([5, 16, 16, 3], stack, gen)
+    params = [t for layer in layers for t in layer]
+    x = torch.randn(9, 5, generator=gen, dtype=torch.float64, requires_grad=True)
+    head, tail = relu_mlp_split(x, layers, 4)
+    want_head = relu_mlp(x[:4], layers)
+    with torch.no_grad():
+        want_tail = relu_mlp(x[4:], layers)
+    torch.testing.assert_close(head, want_head)
+    torch.testing.assert_close(tail, want_tail)
+    assert head.requires_grad and not tail.requires_grad
+    w_out = torch.randn_like(head)
+    got = torch.autograd.grad((head * w_out).sum(), [x, *params])
+    want = torch.autograd.grad((want_head * w_out).sum(), [x, *params], allow_unused=True)
+    want = [torch.zeros_like(x) if want[0] is None else want[0], *want[1:]]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    assert not got[0][4:].any()
+    with pytest.raises(ValueError, match="head_rows must be in"):
+        relu_mlp_split(x, layers, 10)

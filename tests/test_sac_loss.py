@@ -3,6 +3,7 @@ and random draws; the SAC loop keeps its behaviour (UTD, target updates, tempera
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -65,13 +66,18 @@ def test_fast_sac_loss_matches_sacloss(env_id: str, loss_function: str) -> None:
     assert len(grads[0]) == 13  # log_alpha, 6 actor and 6 stacked critic tensors
     for name, g in grads[0].items():
         torch.testing.assert_close(grads[1][name], g, rtol=1e-4, atol=1e-5, msg=name)
-    # The losses separate as SACLoss's do: the actor loss does not reach the critics.
+    # The losses separate as SACLoss's do: the actor loss does not reach the critics (FastSACLoss
+    # runs the critics once on both action sets, so their gradient is there, and zero).
     for loss in (ref, fast):
         loss.zero_grad()
         torch.manual_seed(5)
         loss(batch.clone())["loss_actor"].backward()
     crit = [n for n in grads[0] if n.startswith("qvalue")]
-    assert all(dict(fast.named_parameters())[n].grad is None for n in crit)
+    assert all(dict(ref.named_parameters())[n].grad is None for n in crit)
+    fast_grads = [dict(fast.named_parameters())[n].grad for n in crit]
+    assert all(g is not None and not g.any() for g in fast_grads)
+    actor_grads = [p.grad for n, p in fast.named_parameters() if n.startswith("actor_network_params")]
+    assert all(g is not None for g in actor_grads) and sum(g.abs().sum() for g in actor_grads) > 0
 
 
 def test_bfloat16_matmuls_give_float32_losses_and_gradients_close_to_float32() -> None:
@@ -190,3 +196,44 @@ def test_prefill_from_the_pool_is_a_step_loop(num_envs: int, monkeypatch: pytest
     for loop in (fast, slow):
         loop()
         loop.close()
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_squashed_gaussian_node_matches_the_formula_under_autograd(affine: bool) -> None:
+    """The one-node sample/log-probability against TorchRL's TanhNormal formula run through autograd
+    (float64; values and the gradients of loc and scale for any mix of the two outputs' gradients)."""
+    from torchrl.modules.distributions.utils import safetanh_noeps
+
+    from torchfrag.algos.sac_loss import squashed_gaussian
+
+    g = torch.Generator().manual_seed(3)
+    loc = (3 * torch.randn(64, 6, generator=g, dtype=torch.float64)).requires_grad_()
+    scale = (torch.rand(64, 6, generator=g, dtype=torch.float64) * 2 + 1e-3).requires_grad_()
+    eps = torch.randn(64, 6, generator=g, dtype=torch.float64)
+    act_scale = torch.tensor([0.5, 1.0, 2.0, 1.0, 3.0, 0.25], dtype=torch.float64) if affine else None
+    act_loc = torch.tensor([0.1, 0.0, -1.0, 0.0, 0.5, 0.0], dtype=torch.float64) if affine else None
+
+    def formula() -> tuple[torch.Tensor, torch.Tensor]:
+        pre = loc + scale * eps
+        lp = (-0.5 * eps.pow(2) - scale.log() - 0.5 * math.log(2 * math.pi)
+              - 2.0 * (math.log(2.0) - pre - nn.functional.softplus(-2.0 * pre)))
+        a = safetanh_noeps(pre)
+        if affine:
+            a = a * act_scale + act_loc
+            lp = lp - act_scale.abs().log()
+        return a, lp.sum(-1)
+
+    w_a = torch.randn(64, 6, generator=g, dtype=torch.float64)
+    w_lp = torch.randn(64, generator=g, dtype=torch.float64)
+    for use_a, use_lp in ((True, True), (True, False), (False, True)):
+        grads = []
+        for fn in (formula, lambda: squashed_gaussian(loc, scale, eps, act_scale, act_loc)):
+            a, lp = fn()
+            grads.append((a.detach(), lp.detach(),
+                          *torch.autograd.grad((a * w_a).sum() * use_a + (lp * w_lp).sum() * use_lp, [loc, scale])))
+        for want, got in zip(*grads):
+            torch.testing.assert_close(got, want, rtol=1e-8, atol=1e-8)  # 2 tanh(x) vs 2 - 4 sigmoid(-2x)
+    with torch.no_grad():  # no graph: the same values
+        a, lp = squashed_gaussian(loc, scale, eps, act_scale, act_loc)
+        assert a.grad_fn is None
+        torch.testing.assert_close(lp, grads[0][1], rtol=0, atol=0)

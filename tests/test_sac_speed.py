@@ -253,3 +253,18 @@ def test_critic_lr_steps_critics_and_temperature_at_their_own_rate() -> None:
             assert ratio == pytest.approx(1.0, rel=1e-4), name
         else:
             assert ratio == pytest.approx(10.0, rel=0.05), name
+
+
+def test_sac_frame_benchmark_times_every_piece_of_a_frame() -> None:
+    """``benchmarks/sac_frame.py``: every piece of a frame is timed, the loop trains as it runs."""
+    from benchmarks.sac_frame import PIECES, build, frame_split
+
+    loop = build("float32", learning_starts=300)
+    try:
+        before = loop.learn.optimizer.state_dict()["state"]
+        split = frame_split(loop, 3)
+        assert list(split) == list(PIECES)
+        assert all(v > 0 for v in split.values())
+        assert loop.rollout.frames == 303 and not before and loop.learn.optimizer.state_dict()["state"]
+    finally:
+        loop.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torchrl.envs import EnvBase, ObservationTransform
 
@@ -30,8 +31,12 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
     Discrete actions are indices (``Categorical``,
     ``categorical_action_encoding=True``): what the algorithms' actors write.
 
-    Float64 observations (MuJoCo) are cast to float32 for the networks with
-    TorchRL's ``DoubleToFloat`` transform; categorical ones (``Categorical`` or
+    Float64 observations (MuJoCo) are cast to float32 for the networks: by
+    the pool env itself (``PoolEnv(observation_dtype=torch.float32)``, the
+    same values and spec as TorchRL's ``DoubleToFloat`` at half its step
+    cost), or, with ``obs_norm``, by a ``DoubleToFloat`` transform ahead of
+    the normalisation (so the transforms' state-dict layout, which
+    checkpoints hold, stays what it was); categorical ones (``Categorical`` or
     ``MultiCategorical`` specs) become float32 one-hot vectors
     (:class:`OneHotObservation`): an index is a name, not a magnitude.
 
@@ -61,10 +66,14 @@ def make_env(env_id: str, num_envs: int, seed: int | Sequence[int] = 0, *, obs_n
     )
 
     from torchfrag.envs import PoolEnv
+    from torchfrag.envs import spec as env_spec
 
+    # float64 (MuJoCo) observations cast by the pool env where no other transform follows.
+    float64 = getattr(env_spec(env_id, **options).observation_space, "dtype", None) == np.float64
     # Index actions: what the algorithms' actors write and PoolCollector's fast path sends.
     env = PoolEnv(env_id, num_envs=num_envs, seed=seed, info_keys=[],
-                  categorical_action_encoding=True, env_options=options)
+                  categorical_action_encoding=True, env_options=options,
+                  observation_dtype=torch.float32 if float64 and not obs_norm else None)
     # What it was made from, so that a loop can rebuild the same envs as another source
     # (PPO's collector="pool" replaces this env by a PoolCollector over the same envs).
     env.pool_seed = list(seed) if isinstance(seed, Sequence) else int(seed)

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["relu_mlp"]
+__all__ = ["relu_mlp", "relu_mlp_split"]
 
 
 def _affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
@@ -83,36 +83,50 @@ class _ReluMLP(torch.autograd.Function):
     """``relu_mlp`` as one autograd node: inputs ``(x, w0, b0, w1, b1, ...)``."""
 
     @staticmethod
-    def forward(ctx: Any, dtype: torch.dtype | None, cache: dict | None, x: torch.Tensor,
-                *flat: torch.Tensor | None) -> torch.Tensor:
+    def forward(ctx: Any, dtype: torch.dtype | None, cache: dict | None, param_rows: int | None,
+                head_rows: int | None, x: torch.Tensor, *flat: torch.Tensor | None) -> Any:
         layers = list(zip(flat[0::2], flat[1::2]))
         out, inputs, weights = _forward(x, layers, dtype, cache)
         ctx.n_layers = len(layers)
         ctx.has_bias = [b is not None for _, b in layers]
         ctx.dtypes = (x.dtype, flat[0].dtype)  # of the input, of the parameters
-        ctx.save_for_backward(*inputs, *weights)
-        return out
+        ctx.param_rows = param_rows
+        ctx.x_rows = x.shape[-2]
+        ctx.head_rows = head_rows
+        if head_rows is None:
+            ctx.save_for_backward(*inputs, *weights)
+            return out
+        # split: the backward runs on the head rows alone, the tail is a constant
+        ctx.save_for_backward(*(t.narrow(-2, 0, head_rows) for t in inputs), *weights)
+        tail = out.narrow(-2, head_rows, out.shape[-2] - head_rows).clone()
+        ctx.mark_non_differentiable(tail)
+        return out.narrow(-2, 0, head_rows), tail
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    def backward(ctx: Any, grad: torch.Tensor, *_tail: Any) -> tuple[torch.Tensor | None, ...]:
         n = ctx.n_layers
         saved = ctx.saved_tensors
         inputs, weights = saved[:n], saved[n:]
-        needs = ctx.needs_input_grad[2:]  # after dtype and cache
+        needs = ctx.needs_input_grad[4:]  # after dtype, cache, param_rows and head_rows
+        rows = ctx.param_rows
         x_dtype, p_dtype = ctx.dtypes
         grads: list[torch.Tensor | None] = [None] * (1 + 2 * n)
         g = grad.to(weights[0].dtype)
         for i in range(n - 1, -1, -1):
             a, w = inputs[i], weights[i]
             stacked = w.dim() == 3
+            # the rows whose loss trains the parameters (param_rows: the leading ones only)
+            ga, aa = (g, a) if rows is None else (g.narrow(-2, 0, rows), a.narrow(-2, 0, rows))
             if needs[1 + 2 * i]:  # dL/dW = g^T a (per network)
                 if stacked:
-                    a3 = a if a.dim() == 3 else a.expand(w.shape[0], *a.shape)
-                    grads[1 + 2 * i] = torch.bmm(g.transpose(1, 2), a3).to(p_dtype)
+                    a3 = aa if aa.dim() == 3 else aa.expand(w.shape[0], *aa.shape)
+                    grads[1 + 2 * i] = torch.bmm(ga.transpose(1, 2), a3).to(p_dtype)
                 else:
-                    grads[1 + 2 * i] = g.t().mm(a).to(p_dtype)
+                    grads[1 + 2 * i] = ga.t().mm(aa).to(p_dtype)
             if ctx.has_bias[i] and needs[2 + 2 * i]:
-                grads[2 + 2 * i] = g.sum(-2, dtype=p_dtype)
+                # summed in g's dtype (a bfloat16 sum accumulates in float32 and rounds once, as the
+                # weight gradient's product does): sum(dtype=float32) first copies all of g to float32
+                grads[2 + 2 * i] = ga.sum(-2).to(p_dtype)
             if i == 0 and not needs[0]:
                 break
             g = torch.bmm(g, w) if stacked else g.mm(w)
@@ -124,11 +138,23 @@ class _ReluMLP(torch.autograd.Function):
                 g = g.sum(0)  # the shared input's gradient: summed over the networks
         if needs[0]:
             grads[0] = g.to(x_dtype)
-        return (None, None, *grads)
+            if ctx.head_rows is not None:  # the tail rows' outputs are constants: no gradient
+                grads[0] = torch.cat([grads[0], grads[0].new_zeros(
+                    (*grads[0].shape[:-2], ctx.x_rows - ctx.head_rows, grads[0].shape[-1]))], -2)
+        return (None, None, None, None, *grads)
+
+
+def _check_layers(layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]]) -> None:
+    if not layers:
+        raise ValueError("relu_mlp needs at least one (weight, bias) layer")
+    dims = {w.dim() for w, _ in layers}
+    if dims not in ({2}, {3}):
+        raise ValueError(f"relu_mlp needs weights all [out, in] or all [N, out, in]; got dims {sorted(dims)}")
 
 
 def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]],
-             dtype: torch.dtype | None = None, cache: dict | None = None) -> torch.Tensor:
+             dtype: torch.dtype | None = None, cache: dict | None = None,
+             param_rows: int | None = None) -> torch.Tensor:
     """``linear -> ReLU -> ... -> linear`` over ``layers`` (``(weight, bias or None)`` pairs, the input first).
 
     Gradients reach every tensor that requires one; pass a weight ``.detach()``-ed to
@@ -141,10 +167,15 @@ def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor 
         dtype: Multiply in this dtype (e.g. ``torch.bfloat16``: AMX/AVX-512-BF16 matrix units on
             recent x86 CPUs, tensor cores on GPUs), the input, weights and activations cast to it;
             the output, the input's gradient and the parameters' gradients come back in their own
-            dtypes (bias gradients summed in it). ``None``: the input's dtype, no casts.
+            dtypes (weight and bias gradients rounded to ``dtype`` once, then cast). ``None``: the input's dtype, no casts.
         cache: With ``dtype``, a dict that keeps the cast parameters for the caller's next calls
             (a network run twice on the same weights casts them once). The caller empties it
             whenever a parameter may have changed in place (after an optimizer step).
+        param_rows: Only the first ``param_rows`` rows of the batch (dimension -2) give the
+            parameters their gradients; the other rows' outputs still pass gradients to ``x``.
+            Two evaluations of one network, one training it and one only differentiated
+            through (SAC's critic on replayed and on policy actions, the second with
+            detached weights), run as one call on the stacked rows (``None``: every row).
 
     Returns:
         ``[B, out]``, or ``[N, B, out]`` for stacked networks.
@@ -159,12 +190,52 @@ def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor 
         >>> relu_mlp(torch.randn(5, 3), [(w, None)]).shape
         torch.Size([2, 5, 4])
     """
-    if not layers:
-        raise ValueError("relu_mlp needs at least one (weight, bias) layer")
-    dims = {w.dim() for w, _ in layers}
-    if dims not in ({2}, {3}):
-        raise ValueError(f"relu_mlp needs weights all [out, in] or all [N, out, in]; got dims {sorted(dims)}")
+    _check_layers(layers)
+    if param_rows is not None and not 0 <= param_rows <= x.shape[-2]:
+        raise ValueError(f"relu_mlp: param_rows must be in [0, {x.shape[-2]}] (the batch), got {param_rows}")
     flat = [t for layer in layers for t in layer]
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, *flat)):
-        return _ReluMLP.apply(dtype, cache, x, *flat)
+        return _ReluMLP.apply(dtype, cache, param_rows, None, x, *flat)
     return _forward(x, layers, dtype, cache)[0]
+
+
+def relu_mlp_split(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]], head_rows: int,
+                   dtype: torch.dtype | None = None, cache: dict | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`relu_mlp` on all rows of ``x`` in one call, differentiable on the first ``head_rows`` only.
+
+    For one network evaluated on two batches where only the first needs gradients (SAC's actor
+    on the replayed observations, with gradients, and on the next observations, for the
+    targets, without): one pass over the stacked rows instead of two calls, and a backward
+    over the head rows alone (not over zeros for the tail).
+
+    Args:
+        x: ``[B, in]`` (or ``[N, B, in]`` for stacked networks), the head rows first.
+        layers: As for :func:`relu_mlp`.
+        head_rows: Rows (dimension -2) whose outputs are differentiable.
+        dtype: As for :func:`relu_mlp`.
+        cache: As for :func:`relu_mlp`.
+
+    Returns:
+        ``(head, tail)``: the outputs of the first ``head_rows`` rows (differentiable) and of the
+        others (constants, as computed under ``torch.no_grad()``).
+
+    Raises:
+        ValueError: ``head_rows`` outside ``[0, B]``, or what :func:`relu_mlp` refuses.
+
+    Example:
+        >>> import torch
+        >>> from torchfrag.algos.relu_mlp import relu_mlp_split
+        >>> w = torch.randn(2, 3, requires_grad=True)
+        >>> head, tail = relu_mlp_split(torch.randn(5, 3), [(w, None)], 2)
+        >>> head.shape, tail.shape, head.requires_grad, tail.requires_grad
+        (torch.Size([2, 2]), torch.Size([3, 2]), True, False)
+    """
+    if not 0 <= head_rows <= x.shape[-2]:
+        raise ValueError(f"relu_mlp_split: head_rows must be in [0, {x.shape[-2]}] (the batch), got {head_rows}")
+    _check_layers(layers)
+    flat = [t for layer in layers for t in layer]
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, *flat)):
+        return _ReluMLP.apply(dtype, cache, None, head_rows, x, *flat)
+    out = relu_mlp(x, layers, dtype, cache)
+    return out.narrow(-2, 0, head_rows), out.narrow(-2, head_rows, out.shape[-2] - head_rows)

@@ -43,14 +43,13 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 from torchrl.modules.distributions.continuous import TanhNormal
-from torchrl.modules.distributions.utils import safetanh_noeps
 from torchrl.objectives import SACLoss
 from torchrl.objectives.utils import distance_loss
 from torchrl.objectives.value import TD0Estimator
 
-from torchfrag.algos.relu_mlp import relu_mlp
+from torchfrag.algos.relu_mlp import relu_mlp, relu_mlp_split
 
-__all__ = ["FastSACLoss"]
+__all__ = ["FastSACLoss", "squashed_gaussian"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
@@ -110,17 +109,116 @@ def _fuse(steps: list[_Step]) -> list[_Step]:
     return fused
 
 
-def _run(steps: list[_Step], params: TensorDictBase, x: torch.Tensor, detach: bool = False,
-         dtype: torch.dtype | None = None, cache: dict | None = None) -> Any:
+def _resolve(steps: list[_Step], params: TensorDictBase) -> list[tuple[str, Any]]:
+    """``steps`` bound to tensors: ``("mlp", [(weight, bias), ...])`` or ``("call", callable)``.
+
+    The ``TensorDict`` look-ups (~8 us each, ~30 per loss call) are done once
+    here; the tensors are the parameters themselves, so in-place updates (optimizer steps, target lerps, ``load_state_dict``)
+    show through. Parameter-free modules without hooks are bound to their
+    ``forward`` (``nn.Module.__call__`` costs more than a ``NormalParamExtractor`` computes).
+    """
+    bound: list[tuple[str, Any]] = []
     for kind, a, _ in steps:
         if kind == "mlp":
             layers = [(params.get(w), params.get(b) if b is not None else None) for w, b in a]
-            if detach:
-                layers = [(w.detach(), b.detach() if b is not None else None) for w, b in layers]
-            x = relu_mlp(x, layers, dtype, cache)
+            bound.append(("mlp", layers))
+        elif a._forward_hooks or a._forward_pre_hooks:
+            bound.append(("call", a))
         else:
-            x = a(x)
+            bound.append(("call", a.forward))
+    return bound
+
+
+def _run(bound: list[tuple[str, Any]], x: torch.Tensor, dtype: torch.dtype | None = None,
+         cache: dict | None = None, param_rows: int | None = None) -> Any:
+    for kind, a in bound:
+        x = relu_mlp(x, a, dtype, cache, param_rows) if kind == "mlp" else a(x)
     return x
+
+
+def _squashed_forward(loc: torch.Tensor, scale: torch.Tensor, eps: torch.Tensor, act_scale: torch.Tensor | None,
+                      act_loc: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The action, its log-probability, the clamped and the plain ``tanh`` of the pre-tanh value."""
+    pre = loc + scale * eps
+    # log N(pre; loc, scale) - log|d tanh(pre)/d pre| - log|affine scale|, summed over the action.
+    log_prob = (-0.5 * eps.pow(2) - scale.log() - _HALF_LOG_2PI
+                - 2.0 * (_LOG_2 - pre - nn.functional.softplus(-2.0 * pre)))
+    th = pre.tanh()
+    lim = 1.0 - torch.finfo(pre.dtype).resolution  # TorchRL's safetanh_noeps
+    squashed = th.clamp(-lim, lim)
+    action = squashed
+    if act_scale is not None:
+        action = squashed * act_scale + act_loc
+        log_prob = log_prob - act_scale.abs().log()
+    return action, log_prob.sum(-1), squashed, th
+
+
+class _SquashedGaussian(torch.autograd.Function):
+    """:func:`squashed_gaussian` as one autograd node (the ~15 elementwise nodes of its formula,
+    each with its own saved tensors and backward call, cost more than they compute at SAC's sizes)."""
+
+    @staticmethod
+    def forward(ctx: Any, loc: torch.Tensor, scale: torch.Tensor, eps: torch.Tensor,
+                act_scale: torch.Tensor | None, act_loc: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        action, log_prob, squashed, th = _squashed_forward(loc, scale, eps, act_scale, act_loc)
+        ctx.save_for_backward(scale, eps, squashed, th, act_scale)
+        return action, log_prob
+
+    @staticmethod
+    def backward(ctx: Any, g_action: torch.Tensor | None, g_log_prob: torch.Tensor | None
+                 ) -> tuple[torch.Tensor | None, ...]:
+        scale, eps, squashed, th, act_scale = ctx.saved_tensors
+        d_pre = None
+        if g_action is not None:  # d action / d pre: the affine scale times tanh' (from the clamped value, as TorchRL)
+            d_pre = g_action * (1.0 - squashed.pow(2))
+            if act_scale is not None:
+                d_pre = d_pre * act_scale
+        g_lp = None
+        if g_log_prob is not None:
+            # d/d pre of -2 (log 2 - pre - softplus(-2 pre)) is 2 tanh(pre); d/d scale of -log(scale) is -1/scale
+            g_lp = g_log_prob.unsqueeze(-1)
+            d_lp = 2.0 * g_lp * th
+            d_pre = d_lp if d_pre is None else d_pre + d_lp
+        if d_pre is None:
+            return None, None, None, None, None
+        d_scale = d_pre * eps
+        if g_lp is not None:
+            d_scale = d_scale - g_lp / scale
+        return (d_pre if ctx.needs_input_grad[0] else None, d_scale if ctx.needs_input_grad[1] else None,
+                None, None, None)
+
+
+def squashed_gaussian(loc: torch.Tensor, scale: torch.Tensor, eps: torch.Tensor,
+                      act_scale: torch.Tensor | None = None, act_loc: torch.Tensor | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``TanhNormal(loc, scale)``'s reparameterised sample for the draw ``eps`` and its log-probability.
+
+    The sample is ``tanh(loc + scale * eps)`` (clamped inside (-1, 1) as TorchRL's
+    ``safetanh_noeps``), mapped onto ``act_loc +- act_scale`` when those are given; the
+    log-probability is summed over the last dimension. With gradients it is one autograd
+    node with a hand-written backward (the same gradients as the formula's own,
+    ``tests/test_sac_optim.py``).
+
+    Args:
+        loc: ``[..., A]`` means of the pre-tanh Gaussian.
+        scale: ``[..., A]`` standard deviations (> 0).
+        eps: ``[..., A]`` standard normal draws.
+        act_scale: ``[A]`` half-widths of the action box (``None``: the box is (-1, 1)).
+        act_loc: ``[A]`` centres of the action box (with ``act_scale``).
+
+    Returns:
+        ``(action [..., A], log_prob [...])``.
+
+    Example:
+        >>> import torch
+        >>> from torchfrag.algos.sac_loss import squashed_gaussian
+        >>> a, lp = squashed_gaussian(torch.zeros(2, 3), torch.ones(2, 3), torch.zeros(2, 3))
+        >>> a.abs().max().item(), lp.shape
+        (0.0, torch.Size([2]))
+    """
+    if torch.is_grad_enabled() and (loc.requires_grad or scale.requires_grad):
+        return _SquashedGaussian.apply(loc, scale, eps, act_scale, act_loc)
+    return _squashed_forward(loc, scale, eps, act_scale, act_loc)[:2]
 
 
 class FastSACLoss(SACLoss):
@@ -184,27 +282,47 @@ class FastSACLoss(SACLoss):
         self._casts: dict = {}  # parameters cast to matmul_dtype, for one forward (see relu_mlp)
         self._actor_plan = _fuse(_plan(body.module, self.actor_network_params, "the actor"))
         self._q_plan = _fuse(_plan(qvalue_network.module, self.qvalue_network_params, "the critic"))
+        self._bound: dict[str, list[tuple[str, Any]]] = {}  # see _net; emptied when parameters are replaced
+        self.register_load_state_dict_post_hook(lambda module, keys: module._bound.clear())
 
-    def _reparam_action(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised ``TanhNormal`` action and its log-probability (TanhNormal's formulas)."""
-        loc, scale = _run(self._actor_plan, self.actor_network_params, obs, False, self.matmul_dtype,
-                          self._casts)[:2]
-        eps = torch.randn_like(loc)
-        pre = loc + scale * eps
-        # log N(pre; loc, scale) - log|d tanh(pre)/d pre| - log|affine scale|, summed over the action.
-        log_prob = (-0.5 * eps.pow(2) - scale.log() - _HALF_LOG_2PI
-                    - 2.0 * (_LOG_2 - pre - nn.functional.softplus(-2.0 * pre)))
-        action = safetanh_noeps(pre)
-        if self._affine:
-            action = action * self._act_scale + self._act_loc
-            log_prob = log_prob - self._act_scale.abs().log()
-        return action, log_prob.sum(-1)
+    def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> FastSACLoss:
+        # .to()/.cuda()/.double() may replace the parameter tensors the bound plans hold
+        self._bound = {}
+        return super()._apply(fn, *args, **kwargs)
 
-    def _q(self, params: TensorDictBase, obs: torch.Tensor, action: torch.Tensor,
-           detach: bool = False) -> torch.Tensor:
-        """Q(s, a) of every critic: ``[num_qvalue_nets, batch]``."""
-        return _run(self._q_plan, params, torch.cat([obs, action], -1), detach, self.matmul_dtype,
-                    self._casts).squeeze(-1)
+    def _net(self, which: str) -> list[tuple[str, Any]]:
+        """The bound plan of ``"actor"``, ``"q"`` (critics) or ``"q_target"``."""
+        hit = self._bound.get(which)
+        if hit is None:
+            if which == "actor":
+                hit = _resolve(self._actor_plan, self.actor_network_params)
+            else:
+                params = self.target_qvalue_network_params if which == "q_target" else self.qvalue_network_params
+                hit = _resolve(self._q_plan, params)
+            self._bound[which] = hit
+        return hit
+
+    def _actor(self, obs: torch.Tensor, next_obs: torch.Tensor) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """The actor's outputs (``loc, scale``) on ``obs`` (differentiable) and on ``next_obs``
+        (constants), from one pass over the stacked rows (:func:`~torchfrag.algos.relu_mlp.relu_mlp_split`)."""
+        n = obs.shape[-2]
+        x: Any = torch.cat([obs, next_obs], -2)
+        head = tail = None
+        for kind, a in self._net("actor"):
+            if head is None:
+                if kind == "mlp":
+                    head, tail = relu_mlp_split(x, a, n, self.matmul_dtype, self._casts)
+                else:
+                    x = a(x)
+                continue
+            head = relu_mlp(head, a, self.matmul_dtype, self._casts) if kind == "mlp" else a(head)
+            with torch.no_grad():
+                tail = relu_mlp(tail, a, self.matmul_dtype, self._casts) if kind == "mlp" else a(tail)
+        return head[:2], tail[:2]
+
+    def _q(self, which: str, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Q(s, a) of every critic (``which``: see :meth:`_net`): ``[num_qvalue_nets, batch]``."""
+        return _run(self._net(which), torch.cat([obs, action], -1), self.matmul_dtype, self._casts).squeeze(-1)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """SAC's critic, actor and temperature losses (what ``SACLoss.forward`` returns, not the
@@ -216,17 +334,25 @@ class FastSACLoss(SACLoss):
         obs = tensordict.get("observation")
         nxt = tensordict.get("next")
         alpha = self._alpha
+        (loc, scale), (next_loc, next_scale) = self._actor(obs, nxt.get("observation"))
+        affine = (self._act_scale, self._act_loc) if self._affine else (None, None)
         with torch.no_grad():
-            next_action, next_log_prob = self._reparam_action(nxt.get("observation"))
-            next_q = self._q(self.target_qvalue_network_params, nxt.get("observation"), next_action)
+            # the next observations' draw first, as SACLoss makes them (the same random stream)
+            next_action, next_log_prob = squashed_gaussian(next_loc, next_scale, torch.randn_like(next_loc), *affine)
+            next_q = self._q("q_target", nxt.get("observation"), next_action)
             next_value = (next_q - alpha * next_log_prob).min(0)[0]
             reward = nxt.get("reward").squeeze(-1)
             live = (~nxt.get("terminated").squeeze(-1)).to(reward.dtype)
             target = reward + estimator.gamma * live * next_value
-        q = self._q(self.qvalue_network_params, obs, tensordict.get("action"))
+        action, log_prob = squashed_gaussian(loc, scale, torch.randn_like(loc), *affine)
+        # The critics on the replayed actions (their loss trains them) and on the policy's
+        # (differentiated through for the actor only: TorchRL detaches the critics there) as one
+        # batch of stacked rows, the parameters' gradients from the first rows alone (param_rows).
+        n = obs.shape[-2]
+        x = torch.cat([torch.cat([obs, tensordict.get("action")], -1), torch.cat([obs, action], -1)], -2)
+        both = _run(self._net("q"), x, self.matmul_dtype, self._casts, param_rows=n).squeeze(-1)
+        q, q_pi = both[..., :n], both[..., n:].min(0)[0]
         loss_qvalue = distance_loss(q, target.expand_as(q), loss_function=self.loss_function).sum(0).mean()
-        action, log_prob = self._reparam_action(obs)
-        q_pi = self._q(self.qvalue_network_params, obs, action, detach=True).min(0)[0]
         loss_actor = (alpha * log_prob - q_pi).mean()
         log_prob = log_prob.detach()
         loss_alpha = (-self.log_alpha * (log_prob + self.target_entropy)).mean()

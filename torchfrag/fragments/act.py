@@ -111,12 +111,15 @@ def _fast_plan(actor: nn.Module):
         return None
     dist_kwargs = dict(prob.distribution_kwargs)
     action_key, logp_key = prob.out_keys if log_prob else (prob.out_keys[0], None)
+    squashed = None if log_prob else _tanh_normal_sampler(dist_cls, dist_kwargs, dist_keys)
 
     def forward(td: TensorDictBase) -> TensorDictBase:
         out = net(*[td.get(k) for k in in_keys])
         params = (out,) if isinstance(out, torch.Tensor) else tuple(out)
-        dist = dist_cls(**dict(zip(dist_keys, params)), **dist_kwargs)
-        action = dist.rsample() if dist.has_rsample else dist.sample()
+        action = squashed(*params) if squashed is not None else None
+        if action is None:
+            dist = dist_cls(**dict(zip(dist_keys, params)), **dist_kwargs)
+            action = dist.rsample() if dist.has_rsample else dist.sample()
         for k, v in zip(param_keys, params):
             td.set(k, v)
         td.set(action_key, action)
@@ -125,3 +128,54 @@ def _fast_plan(actor: nn.Module):
         return td
 
     return forward
+
+
+def _tanh_normal_sampler(dist_cls: type, kwargs: dict, dist_keys: list[str]):
+    """``TanhNormal(loc, scale, **kwargs).rsample()`` without building the distribution, or ``None``.
+
+    TorchRL's ``TanhNormal`` (``tanh_loc=False``, ``safe_tanh=True``, its defaults; SAC's
+    actor) samples ``loc + eps * scale`` with ``eps`` from
+    ``torch.distributions.utils._standard_normal`` (``Normal.rsample``), squashes it with
+    ``tanh`` clamped to ``1 - finfo.resolution`` (``SafeTanhTransform``) and, for bounds other
+    than [-1, 1], maps it by ``(high + low) / 2 + (high - low) / 2 * y``
+    (``AffineTransform``). The sampler does those operations in that order on the same
+    random draw, so the actions are the same tensors, without the distribution objects
+    (their construction was ~0.1 ms of the ~0.2 ms act step at batch 1 on one thread).
+    Other parameters (a callable or broadcast scale) return ``None`` per call and the caller
+    builds the distribution; other classes or options give no sampler at all.
+    """
+    from torch.distributions.utils import _standard_normal
+    from torchrl.modules import TanhNormal
+
+    if dist_cls is not TanhNormal or list(dist_keys) != ["loc", "scale"]:
+        return None
+    if set(kwargs) - {"low", "high", "event_dims", "tanh_loc", "safe_tanh", "upscale"}:
+        return None
+    if kwargs.get("tanh_loc", False) or not kwargs.get("safe_tanh", True):
+        return None
+    low, high = kwargs.get("low", -1.0), kwargs.get("high", 1.0)
+    if not isinstance(low, torch.Tensor) or not isinstance(high, torch.Tensor):
+        return None  # numbers: TorchRL's as_tensor dtype rules; keep its own path
+    if not bool((high > low).all()):
+        return None  # TorchRL raises; let it
+    affine = bool((high != 1.0).any()) or bool((low != -1.0).any())
+    shift, half = (high + low) / 2, (high - low) / 2
+    moved: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def sample(loc: torch.Tensor, scale: torch.Tensor) -> torch.Tensor | None:
+        if (not isinstance(scale, torch.Tensor) or scale.shape != loc.shape
+                or scale.dtype != loc.dtype or scale.device != loc.device
+                or torch._C._get_tracing_state()):
+            return None
+        eps = _standard_normal(loc.shape, dtype=loc.dtype, device=loc.device)
+        x = loc + eps * scale
+        lim = 1.0 - torch.finfo(x.dtype).resolution
+        y = x.tanh().clamp(-lim, lim)
+        if not affine:
+            return y
+        if loc.device not in moved:
+            moved[loc.device] = (shift.to(loc.device), half.to(loc.device))
+        a, b = moved[loc.device]
+        return a + b * y
+
+    return sample

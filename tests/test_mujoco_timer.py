@@ -34,13 +34,17 @@ def _run(code: str) -> list[str]:
 def test_rendering_leaves_no_timer_when_the_user_never_imported_mujoco() -> None:
     # Frames of a MuJoCo and a DMC pool, Gymnasium's render_fps metadata: each
     # imports mujoco inside torchfrag.  The timer must be gone afterwards, and
-    # pools made after it must not warn (turned into an error here).
+    # nothing is logged about clearing one (torchfrag's imports clean up after themselves).
     code = """
-import sys, warnings
+import logging, sys
 import numpy as np
 from torchfrag.envs import make, mujoco_timer
 from torchfrag.envs.rendering import RenderError, render_fps
-warnings.simplefilter("error", mujoco_timer.MujocoTimerWarning)
+records = []
+handler = logging.Handler()
+handler.emit = records.append
+logging.getLogger("torchfrag.envs.mujoco_timer").addHandler(handler)
+logging.getLogger("torchfrag.envs.mujoco_timer").setLevel(logging.INFO)
 assert 'mujoco' not in sys.modules
 drawn = 0
 for env_id in ("HalfCheetah-v5", "CartpoleSwingup-v1"):
@@ -57,7 +61,8 @@ assert 'mujoco' in sys.modules
 print(mujoco_timer.timer_installed())
 mujoco_timer.clear_timer()  # harmless without a callback
 assert not mujoco_timer.timer_installed()
-make("HalfCheetah-v5", num_envs=1).close()  # would raise if it warned
+make("HalfCheetah-v5", num_envs=1).close()
+assert not [r for r in records if r.levelno >= logging.INFO], records
 print(drawn)
 """
     installed, drawn = _run(code)
@@ -66,15 +71,21 @@ print(drawn)
         pytest.skip("no OpenGL backend: only the import path of rendering was checked")
 
 
-def test_user_import_keeps_the_timer_warns_once_and_clear_timer_removes_it() -> None:
+def test_a_pool_clears_an_installed_timer_logs_once_and_keep_timer_opts_out() -> None:
     code = """
-import warnings
+import logging
 import mujoco
 import numpy as np
 from torchfrag.envs import make, mujoco_timer
 
+records = []
+handler = logging.Handler()
+handler.emit = records.append
+logging.getLogger("torchfrag.envs.mujoco_timer").addHandler(handler)
+logging.getLogger("torchfrag.envs.mujoco_timer").setLevel(logging.INFO)
+
 print(mujoco_timer.timer_installed())  # the user's import installed it
-with mujoco_timer.keep_timer_off():  # ... and torchfrag's guard keeps the user's callback
+with mujoco_timer.keep_timer_off():  # torchfrag's import guard keeps a callback set before it
     pass
 print(mujoco_timer.timer_installed())
 
@@ -89,17 +100,6 @@ def run(env_id):
     pool.close()
     return out
 
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    make("CartPole-v1", num_envs=1).close()  # not a MuJoCo env: no warning
-    with_timer = {env_id: run(env_id) for env_id in ("HalfCheetah-v5", "CartpoleSwingup-v1")}
-timer_warnings = [w for w in caught if issubclass(w.category, mujoco_timer.MujocoTimerWarning)]
-print(len(timer_warnings))
-message = str(timer_warnings[0].message)
-assert "import mujoco" in message and "torchfrag.envs.mujoco_timer.clear_timer()" in message, message
-assert "mjData.timer" in message, message
-assert timer_warnings[0].filename == "<string>", timer_warnings[0].filename  # the user's line
-
 # The callback fills mjData.timer: a step of mujoco's own data shows a duration.
 model = mujoco.MjModel.from_xml_string(
     "<mujoco><worldbody><body><freejoint/><geom size='.1'/></body></worldbody></mujoco>")
@@ -107,19 +107,42 @@ data = mujoco.MjData(model)
 mujoco.mj_step(model, data)
 print(data.timer[mujoco.mjtTimer.mjTIMER_STEP].duration > 0)
 
-mujoco_timer.clear_timer()
+# Opted out: pools keep it (and their steps pay for it), nothing is logged.
+mujoco_timer.keep_timer()
+with_timer = {env_id: run(env_id) for env_id in ("HalfCheetah-v5", "CartpoleSwingup-v1")}
+print(mujoco_timer.timer_installed(), len(records))
+try:
+    mujoco_timer.keep_timer("yes")
+except TypeError as e:
+    assert "bool" in str(e), e
+else:
+    raise AssertionError("keep_timer('yes') was accepted")
+
+# The default: a non-MuJoCo pool leaves it, a MuJoCo pool clears it and logs once.
+mujoco_timer.keep_timer(False)
+make("CartPole-v1", num_envs=1).close()
 print(mujoco_timer.timer_installed())
+without = {env_id: run(env_id) for env_id in ("HalfCheetah-v5", "CartpoleSwingup-v1")}
+print(mujoco_timer.timer_installed(), len(records))
+message = records[0].getMessage()
+assert records[0].levelno == logging.INFO, records[0]
+assert "mjcb_time" in message and "keep_timer()" in message and "mjData.timer" in message, message
 data = mujoco.MjData(model)
 mujoco.mj_step(model, data)
 print(data.timer[mujoco.mjtTimer.mjTIMER_STEP].duration == 0)
 
-# The timer only profiles: the pool's results are bit-identical without it.
+# Installed again (by the user) and cleared again, without a second log line.
+mujoco.set_mjcb_time(lambda: 0.0)
+make("Hopper-v5", num_envs=1).close()
+print(mujoco_timer.timer_installed(), len(records))
+
+# The timer only profiles: the pool's results are bit-identical with and without it.
 for env_id, ref in with_timer.items():
-    got = run(env_id)
+    got = without[env_id]
     assert len(got) == len(ref)
     for a, b in zip(got, ref):
         assert a.dtype == b.dtype and np.array_equal(a, b), env_id
 print("same")
 """
-    assert _run(code) == ["True", "True", "1", "True", "False", "True", "same"]
-
+    assert _run(code) == ["True", "True", "True", "True", "0", "True", "False", "1", "True",
+                          "False", "1", "same"]

@@ -16,10 +16,11 @@ What torchfrag does about it:
   MuJoCo-Warp batch) run inside :func:`keep_timer_off`: a callback that the
   import installed is cleared again, so rendering leaves the process as fast
   as it was.
-* A callback that *your* ``import mujoco`` installed is left alone; creating
-  a MuJoCo or DMC pool while it is set warns once per process with
-  :class:`MujocoTimerWarning`.  Call :func:`clear_timer` after your imports
-  if you do not read ``mjData.timer``.
+* A callback installed before a MuJoCo or DMC pool is made is cleared when the
+  pool is made, with one INFO log line per process.  Most programs never
+  asked for it: TorchRL 0.14's ``import torchrl.envs`` imports ``mujoco``
+  itself, so every TorchRL script paid it.  Call :func:`keep_timer` first if
+  you read ``mjData.timer``.
 
 Example:
     >>> from torchfrag.envs import mujoco_timer
@@ -31,20 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import sys
-import warnings
 from collections.abc import Iterator
 
 from torchfrag._native import C
 
 logger = logging.getLogger(__name__)
 
-_warned = False
-
-
-class MujocoTimerWarning(RuntimeWarning):
-    """MuJoCo's timer callback is set and slows the pool's MuJoCo steps."""
+_keep = False
+_logged = False
 
 
 def timer_installed() -> bool:
@@ -124,33 +119,48 @@ def uses_mujoco(env_id: str, option_names: object) -> bool:
     return "xml_file" in option_names or is_dmc(env_id)  # type: ignore[operator]
 
 
-def warn_if_installed(env_id: str, option_names: object) -> None:
-    """Warns once per process when a MuJoCo or DMC pool is made while the callback is set.
+def keep_timer(keep: bool = True) -> None:
+    """Stops (or, with ``False``, resumes) the clearing of the callback when a pool is made.
+
+    For programs that read ``mjData.timer``: MuJoCo and DMC pools made
+    afterwards leave an installed ``mjcb_time`` callback alone, and their
+    steps pay for it.
+
+    Args:
+        keep: ``True`` keeps the callback; ``False`` restores the default.
+
+    Example:
+        >>> from torchfrag.envs.mujoco_timer import keep_timer
+        >>> keep_timer()
+        >>> keep_timer(False)
+    """
+    global _keep
+    if not isinstance(keep, bool):
+        raise TypeError(f"keep_timer(keep=...) expects a bool, got {type(keep).__name__}")
+    _keep = keep
+
+
+def clear_for_pool(env_id: str, option_names: object) -> None:
+    """Clears the callback, if set, when a MuJoCo or DMC pool is made (unless :func:`keep_timer`).
+
+    Logs once per process at INFO that it did, and why.
 
     Args:
         env_id: The native id of the pool being made.
         option_names: The names of its options.
 
     Example:
-        >>> from torchfrag.envs.mujoco_timer import warn_if_installed
-        >>> warn_if_installed("CartPole-v1", [])  # not a MuJoCo env: never warns
+        >>> from torchfrag.envs.mujoco_timer import clear_for_pool
+        >>> clear_for_pool("CartPole-v1", [])  # not a MuJoCo env: never touches it
     """
-    global _warned
-    if _warned or not timer_installed() or not uses_mujoco(env_id, option_names):
+    global _logged
+    if _keep or not uses_mujoco(env_id, option_names) or not timer_installed():
         return
-    _warned = True
-    warnings.warn(
-        f"{env_id}: `import mujoco` installed MuJoCo's process-wide timer callback (mjcb_time), "
-        "which slows every MuJoCo step of the pool (about +40% CPU per step on light models); "
-        "call torchfrag.envs.mujoco_timer.clear_timer() after your imports to remove it (it only "
-        "fills mjData.timer, which the pool, Gymnasium and dm_control do not read)",
-        MujocoTimerWarning, stacklevel=_caller_level())
-
-
-def _caller_level() -> int:
-    """The ``stacklevel`` of the first caller outside torchfrag, from the caller of this function."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    level, frame = 1, sys._getframe(1)
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level
+    clear_timer()
+    if not _logged:
+        _logged = True
+        logger.info(
+            "%s: cleared MuJoCo's process-wide timer callback (mjcb_time), which `import mujoco` "
+            "installs (TorchRL's `import torchrl.envs` does so) and which slowed every MuJoCo step "
+            "of the pool (about +40%% CPU per step on light models); it only fills mjData.timer. "
+            "Call torchfrag.envs.mujoco_timer.keep_timer() before making pools to keep it", env_id)

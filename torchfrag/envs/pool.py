@@ -237,7 +237,7 @@ class EnvPool:
                             per_env_seeds(seed, num_envs), autoreset, options,
                             wait_policy, -1.0 if spin_us is None else float(spin_us))
         self.spec = EnvSpec.from_native(C.env_spec(env_id, options))
-        mujoco_timer.warn_if_installed(env_id, self.spec.options)
+        mujoco_timer.clear_for_pool(env_id, self.spec.options)
         self._renderer: Any = None  # a FrameRenderer, made by the first render()
         logger.debug("made %s x%d (batch %d, %d threads)", env_id, self.num_envs,
                      self.batch_size, self.num_threads)

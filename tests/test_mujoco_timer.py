@@ -23,8 +23,19 @@ pytestmark = pytest.mark.skipif(
     reason="MuJoCo/DMC envs not built")
 
 
+#: Prepended to every script: ``records`` collects what torchfrag.envs.mujoco_timer logs.
+_CAPTURE_LOG = """
+import logging
+records = []
+handler = logging.Handler()
+handler.emit = records.append
+logging.getLogger("torchfrag.envs.mujoco_timer").addHandler(handler)
+logging.getLogger("torchfrag.envs.mujoco_timer").setLevel(logging.INFO)
+"""
+
+
 def _run(code: str) -> list[str]:
-    out = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT,
+    out = subprocess.run([sys.executable, "-c", _CAPTURE_LOG + code], check=False, cwd=ROOT,
                          capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": ROOT})
     assert out.returncode == 0, out.stdout + out.stderr
@@ -40,11 +51,6 @@ import logging, sys
 import numpy as np
 from torchfrag.envs import make, mujoco_timer
 from torchfrag.envs.rendering import RenderError, render_fps
-records = []
-handler = logging.Handler()
-handler.emit = records.append
-logging.getLogger("torchfrag.envs.mujoco_timer").addHandler(handler)
-logging.getLogger("torchfrag.envs.mujoco_timer").setLevel(logging.INFO)
 assert 'mujoco' not in sys.modules
 drawn = 0
 for env_id in ("HalfCheetah-v5", "CartpoleSwingup-v1"):
@@ -78,11 +84,6 @@ import mujoco
 import numpy as np
 from torchfrag.envs import make, mujoco_timer
 
-records = []
-handler = logging.Handler()
-handler.emit = records.append
-logging.getLogger("torchfrag.envs.mujoco_timer").addHandler(handler)
-logging.getLogger("torchfrag.envs.mujoco_timer").setLevel(logging.INFO)
 
 print(mujoco_timer.timer_installed())  # the user's import installed it
 with mujoco_timer.keep_timer_off():  # torchfrag's import guard keeps a callback set before it

@@ -119,6 +119,14 @@ class _ReluMLP(torch.autograd.Function):
             ga, aa = (g, a) if rows is None else (g.narrow(-2, 0, rows), a.narrow(-2, 0, rows))
             if needs[1 + 2 * i]:  # dL/dW = g^T a (per network)
                 if stacked:
+                    if rows is not None:
+                        # the leading rows of each network's [rows, features] block: not one
+                        # dense batch of matrices (its batch stride is the full block's), which
+                        # the batched product handles ~1.7x slower (bf16 on one AVX-512 core)
+                        # than a dense copy of it, the copy included
+                        ga = ga.contiguous()
+                        if aa.dim() == 3:
+                            aa = aa.contiguous()
                     a3 = aa if aa.dim() == 3 else aa.expand(w.shape[0], *aa.shape)
                     grads[1 + 2 * i] = torch.bmm(ga.transpose(1, 2), a3).to(p_dtype)
                 else:

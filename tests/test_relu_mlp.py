@@ -126,6 +126,35 @@ def test_param_rows_train_the_weights_on_the_leading_rows_only(stack: int | None
         relu_mlp(x, layers, param_rows=13)
 
 
+@pytest.mark.parametrize(("stack", "dtype"), [(None, torch.float64), (2, torch.float64), (2, torch.bfloat16)])
+def test_input_grad_from_gives_the_inputs_gradient_on_its_block_only(stack: int | None, dtype: torch.dtype) -> None:
+    """input_grad_from=(r, c): the same outputs and parameter gradients as without it (param_rows as
+    well), and the input's gradient equal to the plain one on x[r:, c:] and zero elsewhere (SAC's
+    critic: the policy rows' action columns), also with bfloat16 products."""
+    gen = torch.Generator().manual_seed(11)
+    layers = _layers([6, 16, 16, 1], stack, gen)
+    x = torch.randn(12, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    w_out = torch.randn(*(() if stack is None else (stack,)), 12, 1, generator=gen, dtype=torch.float64)
+    params = [t for layer in layers for t in layer]
+    mm_dtype = None if dtype is torch.float64 else dtype
+
+    def grads(y: torch.Tensor) -> list[torch.Tensor]:
+        return list(torch.autograd.grad((y * w_out).sum(), [x, *params]))
+
+    plain = relu_mlp(x, layers, mm_dtype, param_rows=7)
+    block = relu_mlp(x, layers, mm_dtype, param_rows=7, input_grad_from=(7, 4))
+    torch.testing.assert_close(block, plain)
+    (gx_block, *gp_block), (gx_plain, *gp_plain) = grads(block), grads(plain)
+    for got, ref in zip(gp_block, gp_plain):
+        torch.testing.assert_close(got, ref)
+    mask = torch.zeros_like(gx_plain)
+    mask[7:, 4:] = 1.0
+    torch.testing.assert_close(gx_block, gx_plain * mask)
+    assert gx_block[7:, 4:].abs().sum() > 0
+    with pytest.raises(ValueError, match="input_grad_from must be"):
+        relu_mlp(x, layers, input_grad_from=(13, 0))
+
+
 @pytest.mark.parametrize("stack", [None, 2])
 def test_relu_mlp_split_is_a_call_with_gradients_and_one_without(stack: int | None) -> None:
     """relu_mlp_split(x, layers, n): the first n rows as relu_mlp with gradients, the rest as under

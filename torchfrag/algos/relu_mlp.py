@@ -84,7 +84,8 @@ class _ReluMLP(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, dtype: torch.dtype | None, cache: dict | None, param_rows: int | None,
-                head_rows: int | None, x: torch.Tensor, *flat: torch.Tensor | None) -> Any:
+                head_rows: int | None, input_grad: tuple[int, int] | None, x: torch.Tensor,
+                *flat: torch.Tensor | None) -> Any:
         layers = list(zip(flat[0::2], flat[1::2]))
         out, inputs, weights = _forward(x, layers, dtype, cache)
         ctx.n_layers = len(layers)
@@ -93,6 +94,7 @@ class _ReluMLP(torch.autograd.Function):
         ctx.param_rows = param_rows
         ctx.x_rows = x.shape[-2]
         ctx.head_rows = head_rows
+        ctx.input_grad = input_grad
         if head_rows is None:
             ctx.save_for_backward(*inputs, *weights)
             return out
@@ -107,7 +109,7 @@ class _ReluMLP(torch.autograd.Function):
         n = ctx.n_layers
         saved = ctx.saved_tensors
         inputs, weights = saved[:n], saved[n:]
-        needs = ctx.needs_input_grad[4:]  # after dtype, cache, param_rows and head_rows
+        needs = ctx.needs_input_grad[5:]  # after dtype, cache, param_rows, head_rows and input_grad
         rows = ctx.param_rows
         x_dtype, p_dtype = ctx.dtypes
         grads: list[torch.Tensor | None] = [None] * (1 + 2 * n)
@@ -137,6 +139,9 @@ class _ReluMLP(torch.autograd.Function):
                 grads[2 + 2 * i] = ga.sum(-2).to(p_dtype)
             if i == 0 and not needs[0]:
                 break
+            if i == 0 and ctx.input_grad is not None:
+                grads[0] = _input_grad_block(g, w, a, ctx.input_grad, x_dtype)
+                break
             g = torch.bmm(g, w) if stacked else g.mm(w)
             if i > 0:
                 # ReLU's gradient, zero where its output is zero, in place (masked_fill_ and where
@@ -144,12 +149,34 @@ class _ReluMLP(torch.autograd.Function):
                 g = torch.ops.aten.threshold_backward.grad_input(g, a, 0.0, grad_input=g)
             elif stacked and a.dim() == 2:
                 g = g.sum(0)  # the shared input's gradient: summed over the networks
-        if needs[0]:
+        if needs[0] and ctx.input_grad is None:
             grads[0] = g.to(x_dtype)
             if ctx.head_rows is not None:  # the tail rows' outputs are constants: no gradient
                 grads[0] = torch.cat([grads[0], grads[0].new_zeros(
                     (*grads[0].shape[:-2], ctx.x_rows - ctx.head_rows, grads[0].shape[-1]))], -2)
-        return (None, None, None, None, *grads)
+        return (None, None, None, None, None, *grads)
+
+
+def _input_grad_block(g: torch.Tensor, w: torch.Tensor, x: torch.Tensor, block: tuple[int, int],
+                      x_dtype: torch.dtype) -> torch.Tensor:
+    """The input's gradient where only its rows from ``block[0]`` and columns from ``block[1]`` get one.
+
+    ``g`` is the first layer's output gradient, ``w`` its weight (``[out, in]`` or ``[N, out, in]``),
+    ``x`` the input as saved (``[B, in]`` or ``[N, B, in]``). The product runs on that block alone;
+    the rest of the gradient is zero.
+    """
+    rows, cols = block
+    gb = g.narrow(-2, rows, g.shape[-2] - rows)
+    wb = w.narrow(-1, cols, w.shape[-1] - cols)
+    if w.dim() == 3:
+        gx = torch.bmm(gb, wb)
+        if x.dim() == 2:
+            gx = gx.sum(0)  # the shared input's gradient: summed over the networks
+    else:
+        gx = gb.mm(wb)
+    out = torch.zeros(x.shape, dtype=x_dtype, device=x.device)
+    out.narrow(-2, rows, gx.shape[-2]).narrow(-1, cols, gx.shape[-1]).copy_(gx)
+    return out
 
 
 def _check_layers(layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]]) -> None:
@@ -162,7 +189,7 @@ def _check_layers(layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]]) ->
 
 def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]],
              dtype: torch.dtype | None = None, cache: dict | None = None,
-             param_rows: int | None = None) -> torch.Tensor:
+             param_rows: int | None = None, input_grad_from: tuple[int, int] | None = None) -> torch.Tensor:
     """``linear -> ReLU -> ... -> linear`` over ``layers`` (``(weight, bias or None)`` pairs, the input first).
 
     Gradients reach every tensor that requires one; pass a weight ``.detach()``-ed to
@@ -184,6 +211,10 @@ def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor 
             Two evaluations of one network, one training it and one only differentiated
             through (SAC's critic on replayed and on policy actions, the second with
             detached weights), run as one call on the stacked rows (``None``: every row).
+        input_grad_from: ``(rows, cols)``: only ``x[..., rows:, cols:]`` gets a gradient (the rest
+            of ``x``'s gradient is zero, as if those entries were constants); the first layer's
+            input gradient is then one product over that block instead of the whole input (SAC's
+            critic: only the policy rows' action columns lead back to the actor). ``None``: all of ``x``.
 
     Returns:
         ``[B, out]``, or ``[N, B, out]`` for stacked networks.
@@ -201,9 +232,15 @@ def relu_mlp(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.Tensor 
     _check_layers(layers)
     if param_rows is not None and not 0 <= param_rows <= x.shape[-2]:
         raise ValueError(f"relu_mlp: param_rows must be in [0, {x.shape[-2]}] (the batch), got {param_rows}")
+    if input_grad_from is not None:
+        rows, cols = input_grad_from
+        if not (0 <= rows <= x.shape[-2] and 0 <= cols <= x.shape[-1]):
+            raise ValueError(f"relu_mlp: input_grad_from must be (rows, cols) within {tuple(x.shape[-2:])}, "
+                             f"got {input_grad_from}")
+        input_grad_from = (int(rows), int(cols))
     flat = [t for layer in layers for t in layer]
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, *flat)):
-        return _ReluMLP.apply(dtype, cache, param_rows, None, x, *flat)
+        return _ReluMLP.apply(dtype, cache, param_rows, None, input_grad_from, x, *flat)
     return _forward(x, layers, dtype, cache)[0]
 
 
@@ -244,6 +281,6 @@ def relu_mlp_split(x: torch.Tensor, layers: Sequence[tuple[torch.Tensor, torch.T
     _check_layers(layers)
     flat = [t for layer in layers for t in layer]
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, *flat)):
-        return _ReluMLP.apply(dtype, cache, None, head_rows, x, *flat)
+        return _ReluMLP.apply(dtype, cache, None, head_rows, None, x, *flat)
     out = relu_mlp(x, layers, dtype, cache)
     return out.narrow(-2, 0, head_rows), out.narrow(-2, head_rows, out.shape[-2] - head_rows)

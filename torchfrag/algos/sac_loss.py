@@ -130,9 +130,15 @@ def _resolve(steps: list[_Step], params: TensorDictBase) -> list[tuple[str, Any]
 
 
 def _run(bound: list[tuple[str, Any]], x: torch.Tensor, dtype: torch.dtype | None = None,
-         cache: dict | None = None, param_rows: int | None = None) -> Any:
+         cache: dict | None = None, param_rows: int | None = None,
+         input_grad_from: tuple[int, int] | None = None) -> Any:
+    first = True
     for kind, a in bound:
-        x = relu_mlp(x, a, dtype, cache, param_rows) if kind == "mlp" else a(x)
+        if kind == "mlp":  # input_grad_from: of the network's input, so the first layers only
+            x = relu_mlp(x, a, dtype, cache, param_rows, input_grad_from if first else None)
+        else:
+            x = a(x)
+        first = False
     return x
 
 
@@ -347,10 +353,12 @@ class FastSACLoss(SACLoss):
         action, log_prob = squashed_gaussian(loc, scale, torch.randn_like(loc), *affine)
         # The critics on the replayed actions (their loss trains them) and on the policy's
         # (differentiated through for the actor only: TorchRL detaches the critics there) as one
-        # batch of stacked rows, the parameters' gradients from the first rows alone (param_rows).
+        # batch of stacked rows, the parameters' gradients from the first rows alone (param_rows),
+        # the input's gradient only where it reaches the actor: the policy rows' action columns.
         n = obs.shape[-2]
         x = torch.cat([torch.cat([obs, tensordict.get("action")], -1), torch.cat([obs, action], -1)], -2)
-        both = _run(self._net("q"), x, self.matmul_dtype, self._casts, param_rows=n).squeeze(-1)
+        both = _run(self._net("q"), x, self.matmul_dtype, self._casts, param_rows=n,
+                    input_grad_from=(n, obs.shape[-1])).squeeze(-1)
         q, q_pi = both[..., :n], both[..., n:].min(0)[0]
         loss_qvalue = distance_loss(q, target.expand_as(q), loss_function=self.loss_function).sum(0).mean()
         loss_actor = (alpha * log_prob - q_pi).mean()

@@ -53,7 +53,7 @@ from benchmarks._common import (
     process_cpu,
     write_json,
 )
-from benchmarks.envs import _actions, pool_runners
+from benchmarks.envs import ACTION_BATCHES, _actions, pool_runners
 
 log = logging.getLogger("benchmarks.catalog")
 
@@ -157,12 +157,22 @@ def _build_dmc_limit(workdir: str) -> str:
 
 def _dmc_limit(exe: str, env_id: str, n: int, threads: int, seconds: float,
                mode: str = "sequence") -> tuple[float, float]:
-    """One run of the DMC limit loop: (env steps/s, CPU microseconds per env step)."""
+    """One run of the DMC limit loop: (env steps/s, CPU microseconds per env step).
+
+    The loop replays ``ACTION_BATCHES`` sweeps of random controls, as the
+    pools replay their ``ACTION_BATCHES`` action batches: the same periodic
+    forcing, so the physics sees the same kind of states. With fresh controls
+    every step (the loop's default, used until 2026-11-27) CartpoleSwingup's
+    cart ran into its rails less often than the pools' did and its physics
+    cost ~6% less per step (x8 and x32; CheetahRun and FingerSpin: no
+    difference), so the limit read ~6% above what the pools were given to do.
+    """
     from torchfrag._preload.mujoco import DMC_ASSETS_ENV_VAR, dmc_assets_dir
 
     env = dict(os.environ)
     env.setdefault(DMC_ASSETS_ENV_VAR, dmc_assets_dir() or "")
-    out = subprocess.run([exe, env_id, str(n), str(threads), str(seconds), mode],
+    out = subprocess.run([exe, env_id, str(n), str(threads), str(seconds), mode,
+                          str(ACTION_BATCHES)],
                          check=False, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{exe} {env_id} failed: {out.stderr.strip()}")
@@ -203,7 +213,8 @@ def dmc_limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: floa
     contiguous chunk, and runs per env step only the MuJoCo calls of
     dm_control's ``Physics.step`` (``mj_step2``, ``n_sub_steps - 1``
     ``mj_step``, ``mj_step1``; RK4 models ``n_sub_steps`` ``mj_step`` then
-    ``mj_step1``) on random controls: no queues, batches, Python caller,
+    ``mj_step1``) on random controls (replayed like the pools' actions, see
+    :func:`_dmc_limit`): no queues, batches, Python caller,
     observations or rewards, and perfect parallelism. That is the physics work
     an env step must do, and the most env steps/s any pool could reach with
     these envs on this many threads; ``of limit`` is the pool's rate over this

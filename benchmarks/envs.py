@@ -38,7 +38,14 @@ log = logging.getLogger("benchmarks.envs")
 _ENVPOOL_IDS = {"Taxi-v4": "Taxi-v3"}
 
 
-def _actions(env_id: str, n: int, rng: np.random.Generator, count: int = 64) -> list[np.ndarray]:
+# Action batches drawn once per runner and cycled through: every env replays
+# the same ACTION_BATCHES actions (the DMC limit loop replays its controls the
+# same way, see benchmarks.catalog._dmc_limit).
+ACTION_BATCHES = 64
+
+
+def _actions(env_id: str, n: int, rng: np.random.Generator,
+             count: int = ACTION_BATCHES) -> list[np.ndarray]:
     """Random actions for ``n`` envs from the env's own action space (discrete or box)."""
     from torchfrag.envs import spec
 

@@ -155,6 +155,8 @@ Pool::Pool(PoolConfig config) : config_(std::move(config)) {
     }
   }
   const size_t num_infos = spec_.infos.size();
+  for (const auto& f : fields_) staged_.push_back(f.row_bytes < 64 ? 1 : 0);
+  zero_row_bytes_.assign(std::max<size_t>(num_infos, 1), 0);
 
   slots_.resize(static_cast<size_t>(config_.num_envs));
   for (int64_t i = 0; i < config_.num_envs; ++i) slots_[i].rng.reseed(config_.seeds[i]);
@@ -481,7 +483,7 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
   job->worker_cap = std::min<int64_t>(
       caller_helps ? participants - 1 : workers, job->claims.homes() - (caller_helps ? 1 : 0));
   if (job->worker_cap > 0) enqueue(job);
-  if (caller_helps) run_chunks(*job, job->claims.homes() - 1, true);
+  if (caller_helps) run_chunks(*job, job->claims.homes() - 1, caller_staging_, true);
   // The first interrupt check comes kPollMs after the spin began, not after
   // it ended, so a spin window never adds to the Ctrl-C latency.
   auto next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);
@@ -531,7 +533,7 @@ void Pool::send(const std::vector<int64_t>& ids_in, const ActionBatch& actions, 
   if (job->plan.run_inline) {
     // Cheap work (or no worker threads): do it now rather than pay for a
     // thread hand-off; the results wait in their batch for recv().
-    run_chunks(*job, 0);
+    run_chunks(*job, 0, caller_staging_);
     return;
   }
   enqueue(job);
@@ -721,15 +723,77 @@ void Pool::worker_loop(int64_t w) {
     // Every chunk already claimed (the caller or a sibling stole them): skip.
     if (job->claims.all_claimed()) continue;
     me.busy.store(true, std::memory_order_relaxed);
-    run_chunks(*job, job->home_of[w]);
+    run_chunks(*job, job->home_of[w], me.staging);
     me.busy.store(false, std::memory_order_relaxed);
   }
 }
 
-void Pool::run_chunks(Job& job, int64_t home, bool caller) {
+void Pool::record_cost(bool reset, double ns_per_env, double peak_ns) {
+  auto& estimate = reset ? ns_per_reset_ : ns_per_step_;
+  const double old = estimate.load(std::memory_order_relaxed);
+  estimate.store(old <= 0.0 ? ns_per_env : 0.8 * old + 0.2 * ns_per_env,
+                 std::memory_order_relaxed);
+  auto& peak = reset ? peak_ns_per_reset_ : peak_ns_per_step_;
+  peak.store(std::max(peak_ns, 0.9 * peak.load(std::memory_order_relaxed)),
+             std::memory_order_relaxed);
+}
+
+void Pool::prepare_staging(Staging& st, int64_t rows) const {
+  st.ranges.clear();
+  st.rows.resize(fields_.size());
+  if (st.capacity >= rows && st.offset.size() == fields_.size()) return;
+  // Grows only: the largest share one thread has stepped so far (<= num_envs).
+  st.capacity = std::max<int64_t>(rows, 1);
+  st.offset.assign(fields_.size(), 0);
+  size_t total = 0;
+  for (size_t k = 0; k < fields_.size(); ++k) {
+    if (!staged_[k]) continue;
+    st.offset[k] = total;
+    total += (fields_[k].row_bytes * static_cast<size_t>(st.capacity) + 63) / 64 * 64;
+  }
+  st.bytes.assign(total + 64, 0);
+}
+
+void Pool::point_rows(Staging& st, BatchBuffers& buf, int64_t row, int64_t staged_row) const {
+  for (size_t k = 0; k < fields_.size(); ++k) {
+    const size_t rb = fields_[k].row_bytes;
+    st.rows[k] = staged_row >= 0 && staged_[k]
+                     ? st.bytes.data() + st.offset[k] + rb * static_cast<size_t>(staged_row)
+                     : buf.field(k) + rb * static_cast<size_t>(row);
+  }
+}
+
+void Pool::flush_staged(Staging& st, BatchBuffers& buf) const {
+  int64_t from = 0;  // staged row of the range's first row
+  for (const auto& r : st.ranges) {
+    const size_t count = static_cast<size_t>(r.second - r.first);
+    for (size_t k = 0; k < fields_.size(); ++k) {
+      if (!staged_[k]) continue;
+      const size_t rb = fields_[k].row_bytes;
+      std::memcpy(buf.field(k) + rb * static_cast<size_t>(r.first),
+                  st.bytes.data() + st.offset[k] + rb * static_cast<size_t>(from), rb * count);
+    }
+    from += r.second - r.first;
+  }
+  st.ranges.clear();
+}
+
+void Pool::run_chunks(Job& job, int64_t home, Staging& staging, bool caller) {
   auto next_check = Clock::now() + std::chrono::milliseconds(kPollMs);
+  // A sync job shared by several threads: stage the small rows (Staging) and
+  // report the chunks finished once, after the copy, so that this thread
+  // writes the job's shared cache lines (batch rows, done count, cost
+  // estimates) once per call instead of once per env or per chunk.
+  const bool sync = !job.async;
+  const bool stage = sync && job.claims.homes() > 1;
+  if (sync) prepare_staging(staging, static_cast<int64_t>(job.ids.size()));
+  if (!sync) staging.rows.resize(fields_.size());
+  int64_t ran_chunks = 0;
+  int64_t ran_envs = 0;  // also the next staged row
+  double ran_ns = 0.0;
+  double peak_ns = 0.0;
   for (;;) {
-    if (caller && !job.async && interrupt_check_ && Clock::now() >= next_check) {
+    if (caller && sync && interrupt_check_ && Clock::now() >= next_check) {
       if (interrupted()) {
         // Nobody claims the remaining chunks; chunks on workers finish.
         job.claims.cancel();
@@ -745,42 +809,53 @@ void Pool::run_chunks(Job& job, int64_t home, bool caller) {
     if (job.async && stopping_.load(std::memory_order_relaxed)) return;
     int64_t begin = 0;
     int64_t end = 0;
-    if (!job.claims.claim(&begin, &end, home)) return;
+    if (!job.claims.claim(&begin, &end, home)) break;
     const auto t0 = Clock::now();
     for (int64_t j = begin; j < end; ++j) {
       if (job.async) {
-        run_env(job, job.ids[j]);
+        run_env(job, job.ids[j], staging);
       } else {
-        std::string err = process(job.ids[j], *job.sync_buf, j, job.reset);
+        point_rows(staging, *job.sync_buf, j, stage ? ran_envs + (j - begin) : -1);
+        std::string err = process(job.ids[j], staging.rows.data(), job.reset);
         if (!err.empty()) {
           std::lock_guard<std::mutex> lock(job.mu);
           job.errors.emplace_back(job.ids[j], std::move(err));
         }
       }
     }
+    if (stage && end > begin) staging.ranges.emplace_back(begin, end);
     if (end > begin) {
-      const double ns =
-          std::chrono::duration<double, std::nano>(Clock::now() - t0).count() /
-          static_cast<double>(end - begin);
-      auto& estimate = job.reset ? ns_per_reset_ : ns_per_step_;
-      const double old = estimate.load(std::memory_order_relaxed);
-      estimate.store(old <= 0.0 ? ns : 0.8 * old + 0.2 * ns, std::memory_order_relaxed);
-      auto& peak = job.reset ? peak_ns_per_reset_ : peak_ns_per_step_;
-      peak.store(std::max(ns, 0.9 * peak.load(std::memory_order_relaxed)),
-                 std::memory_order_relaxed);
-    }
-    if (job.claims.finish() && !job.async) {
-      {
-        std::lock_guard<std::mutex> lock(job.mu);
-        job.finished = true;
+      const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+      const double per_env = ns / static_cast<double>(end - begin);
+      if (job.async) {
+        record_cost(job.reset, per_env, per_env);
+      } else {
+        ran_ns += ns;
+        ran_envs += end - begin;
+        peak_ns = std::max(peak_ns, per_env);
       }
-      job.cv.notify_all();
     }
+    if (job.async) {
+      job.claims.finish();
+    } else {
+      ++ran_chunks;
+    }
+  }
+  if (!sync || ran_chunks == 0) return;
+  if (ran_envs > 0) record_cost(job.reset, ran_ns / static_cast<double>(ran_envs), peak_ns);
+  if (stage) flush_staged(staging, *job.sync_buf);
+  if (job.claims.finish(ran_chunks)) {
+    {
+      std::lock_guard<std::mutex> lock(job.mu);
+      job.finished = true;
+    }
+    job.cv.notify_all();
   }
 }
 
-void Pool::run_env(Job& job, int64_t env) {
-  std::string err = process(env, *scratch_, env, job.reset);
+void Pool::run_env(Job& job, int64_t env, Staging& staging) {
+  point_rows(staging, *scratch_, env, -1);
+  std::string err = process(env, staging.rows.data(), job.reset);
   // Claim the next batch row only now that the env has finished.
   const AsyncRing::Slot slot = ring_->claim();
   AsyncSet& set = *async_sets_[slot.set];
@@ -801,18 +876,19 @@ void Pool::run_env(Job& job, int64_t env) {
   }
 }
 
-void Pool::snapshot_final(BatchBuffers& buf, int64_t row) const {
-  std::memcpy(buf.at<uint8_t>(BatchBuffers::kFinalObs, row), buf.at<uint8_t>(BatchBuffers::kObs, row),
+void Pool::snapshot_final(uint8_t* const* rows) const {
+  std::memcpy(rows[BatchBuffers::kFinalObs], rows[BatchBuffers::kObs],
               fields_[BatchBuffers::kObs].row_bytes);
   for (size_t k = first_info_; k < first_final_info_; ++k) {
     const size_t f = first_final_info_ + (k - first_info_);
-    std::memcpy(buf.at<uint8_t>(f, row), buf.at<uint8_t>(k, row), fields_[k].row_bytes);
+    std::memcpy(rows[f], rows[k], fields_[k].row_bytes);
   }
 }
 
-std::string Pool::process(int64_t env, BatchBuffers& buf, int64_t row, bool reset) {
+std::string Pool::process(int64_t env, uint8_t* const* rows, bool reset) {
   EnvSlot& s = slots_[env];
-  Row out = buf.row(row);
+  // Strides of 0: rows[] already points at this env's row of every field.
+  Row out(rows[BatchBuffers::kObs], rows + first_info_, zero_row_bytes_.data(), 0);
   double reward = 0.0;
   bool terminated = false;
   bool truncated = false;
@@ -830,7 +906,7 @@ std::string Pool::process(int64_t env, BatchBuffers& buf, int64_t row, bool rese
       s.started = true;
       s.needs_reset = false;
       s.broken = false;
-      if (same_step) snapshot_final(buf, row);
+      if (same_step) snapshot_final(rows);
     } else {
       Action action;
       action.discrete = act_discrete_[env];
@@ -841,7 +917,7 @@ std::string Pool::process(int64_t env, BatchBuffers& buf, int64_t row, bool rese
       terminated = r.terminated;
       truncated = r.truncated || (max_episode_steps_ > 0 && elapsed >= max_episode_steps_);
       if (same_step) {
-        snapshot_final(buf, row);
+        snapshot_final(rows);
         if (terminated || truncated) {
           // The terminal state is gone after the reset: keep its render data
           // where asked for (one bool test per finished episode otherwise).
@@ -867,11 +943,14 @@ std::string Pool::process(int64_t env, BatchBuffers& buf, int64_t row, bool rese
     terminated = false;
     truncated = false;
   }
-  *buf.at<double>(BatchBuffers::kReward, row) = reward;
-  *buf.at<bool>(BatchBuffers::kTerminated, row) = terminated;
-  *buf.at<bool>(BatchBuffers::kTruncated, row) = truncated;
-  *buf.at<int32_t>(BatchBuffers::kEnvId, row) = static_cast<int32_t>(env);
-  *buf.at<int32_t>(BatchBuffers::kElapsed, row) = static_cast<int32_t>(elapsed);
+  // memcpy: a staged row has no alignment beyond its field's row size.
+  std::memcpy(rows[BatchBuffers::kReward], &reward, sizeof(reward));
+  *reinterpret_cast<bool*>(rows[BatchBuffers::kTerminated]) = terminated;
+  *reinterpret_cast<bool*>(rows[BatchBuffers::kTruncated]) = truncated;
+  const int32_t env32 = static_cast<int32_t>(env);
+  const int32_t elapsed32 = static_cast<int32_t>(elapsed);
+  std::memcpy(rows[BatchBuffers::kEnvId], &env32, sizeof(env32));
+  std::memcpy(rows[BatchBuffers::kElapsed], &elapsed32, sizeof(elapsed32));
   return error;
 }
 

@@ -222,6 +222,21 @@ class Pool {
     RenderData final_render;
   };
 
+  // Where one thread writes the rows of the envs it steps in a sync job that
+  // other threads share (run_chunks): fields whose rows are smaller than a
+  // cache line go to this thread's own memory first and are copied into the
+  // batch once per job. Written in place, the rows of two threads' envs
+  // share cache lines (8 envs: every reward, flag and env_id in one line),
+  // and every env step's writes took those lines from the other core.
+  // Aligned so that its per-chunk writes share no line with other members.
+  struct alignas(64) Staging {
+    std::vector<uint8_t> bytes;  // staged field k: `capacity` rows from offset[k]
+    std::vector<size_t> offset;
+    int64_t capacity = 0;
+    std::vector<std::pair<int64_t, int64_t>> ranges;  // job rows staged, in staging order
+    std::vector<uint8_t*> rows;  // one env's row pointers, one per field
+  };
+
   struct Job {
     std::vector<int64_t> ids;
     bool reset = false;
@@ -269,14 +284,24 @@ class Pool {
   // `caller`: run on the thread that made the call, which may be interrupted
   // between chunks (sync jobs only). `home`: the range of chunks this thread
   // claims first (ChunkClaims).
-  void run_chunks(Job& job, int64_t home, bool caller = false);
+  void run_chunks(Job& job, int64_t home, Staging& staging, bool caller = false);
+  // Starts a sync job's staging with room for `rows` rows (grows, never shrinks).
+  void prepare_staging(Staging& staging, int64_t rows) const;
+  // staging.rows := the row pointers of `row` of `buf`, except the staged
+  // fields' when staged_row >= 0: row `staged_row` of the staging.
+  void point_rows(Staging& staging, BatchBuffers& buf, int64_t row, int64_t staged_row) const;
+  // Copies the rows staged during a sync job into its batch.
+  void flush_staged(Staging& staging, BatchBuffers& buf) const;
+  // Folds a measured cost per env into the running estimate and the peak.
+  void record_cost(bool reset, double ns_per_env, double peak_ns);
   // Queues a job for workers 0 .. job->worker_cap-1 and wakes them.
   void enqueue(const std::shared_ptr<Job>& job);
-  void run_env(Job& job, int64_t env);
-  // Steps or resets one env into `row` of `buf`; returns an error message or "".
-  std::string process(int64_t env, BatchBuffers& buf, int64_t row, bool reset);
-  // same_step mode: final_obs and final_<info> of `row` := obs and infos of `row`.
-  void snapshot_final(BatchBuffers& buf, int64_t row) const;
+  void run_env(Job& job, int64_t env, Staging& staging);
+  // Steps or resets one env into the row whose field k starts at rows[k];
+  // returns an error message or "".
+  std::string process(int64_t env, uint8_t* const* rows, bool reset);
+  // same_step mode: final_obs and final_<info> := obs and infos of the row.
+  void snapshot_final(uint8_t* const* rows) const;
   void finish_async_row(int64_t batch, const std::string& error, int64_t env);
   void worker_loop(int64_t w);
   EnvSlot& render_slot(int64_t id, const char* what);
@@ -292,6 +317,9 @@ class Pool {
   size_t first_info_ = 0;
   int64_t cores_ = 1;  // CPUs this process may run on (affinity mask)
   size_t first_final_info_ = 0;  // same_step mode: final_<info> fields start here
+  std::vector<char> staged_;      // per field: rows smaller than a cache line (Staging)
+  std::vector<size_t> zero_row_bytes_;  // Row strides of 0: Row gets per-row pointers
+  Staging caller_staging_;        // the calling thread's (one call at a time: api_mu_)
   int64_t max_episode_steps_ = 0;
   int64_t action_numel_ = 1;
 
@@ -335,6 +363,7 @@ class Pool {
     // readable without the lock, for the spin.
     std::atomic<int64_t> pending{0};
     std::atomic<bool> busy{false};  // running chunks (async jobs prefer idle workers)
+    Staging staging;  // this worker's rows (only it touches them)
     uint64_t next_seq = 0;  // first job seq it has not looked at (guarded by queue_mu_)
   };
   std::vector<std::unique_ptr<WorkerState>> wstate_;

@@ -54,3 +54,30 @@ def test_with_cores_reports_the_cpu_a_sample_used() -> None:
     # sleeping one: next to none.
     assert 0.2 < cores[0] <= 1.1
     assert cores[1] < 0.1
+
+
+def test_the_dmc_limit_loop_replays_as_many_control_sweeps_as_the_pools_get_action_batches(
+        monkeypatch) -> None:
+    # The pools cycle through ACTION_BATCHES action batches (a periodic
+    # forcing that changes CartpoleSwingup's physics cost): the limit loop is
+    # told to replay that many sweeps of controls, not to draw fresh ones.
+    import numpy as np
+
+    from benchmarks import catalog
+    from benchmarks.envs import ACTION_BATCHES, _actions
+
+    calls = []
+
+    class Done:
+        returncode = 0
+        stdout = "1000 2.5\n"
+        stderr = ""
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        return Done()
+
+    monkeypatch.setattr(catalog.subprocess, "run", fake_run)
+    assert catalog._dmc_limit("/x/dmc_limit", "CheetahRun-v1", 8, 2, 0.1) == (1000.0, 2.5)
+    assert calls[0][1:] == ["CheetahRun-v1", "8", "2", "0.1", "sequence", str(ACTION_BATCHES)]
+    assert len(_actions("CheetahRun-v1", 8, np.random.default_rng(0))) == ACTION_BATCHES

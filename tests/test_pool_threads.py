@@ -91,6 +91,42 @@ def test_sync_step_and_send_from_two_threads_never_step_an_env_twice() -> None:
     pool.close()
 
 
+def _copied(result: tuple) -> tuple:
+    *arrays, info = result
+    return (*(np.array(a) for a in arrays), {k: np.array(v) for k, v in info.items()})
+
+
+@pytest.mark.parametrize("autoreset", ["next_step", "same_step"])
+@pytest.mark.parametrize("num_envs", [8, 7])
+def test_sync_rows_shared_by_threads_match_envs_stepped_one_at_a_time(autoreset: str,
+                                                                      num_envs: int) -> None:
+    """A sync step split between threads (each writes its envs' rows to its own
+    staging, then copies them into the batch) returns exactly the rows that
+    stepping each env on its own (one env per call: no split) returns, in
+    every field, through episode ends (max_episode_steps=4)."""
+    kw = dict(num_envs=num_envs, num_threads=2, seed=3, autoreset=autoreset,
+              max_episode_steps=4)
+    rng = np.random.default_rng(0)
+    with make("CartpoleSwingup-v1", **kw) as split, make("CartpoleSwingup-v1", **kw) as alone:
+        split.reset()
+        alone.reset()
+        for _ in range(12):
+            act = rng.uniform(-1, 1, size=(num_envs, 1)).astype(np.float32)
+            obs, rew, term, trunc, info = split.step(act)
+            # Copies: a sync result's buffers are reused two calls later.
+            rows = [_copied(alone.step(act[i:i + 1], env_ids=[i])) for i in range(num_envs)]
+            np.testing.assert_array_equal(obs, np.concatenate([r[0] for r in rows]))
+            np.testing.assert_array_equal(rew, np.concatenate([r[1] for r in rows]))
+            np.testing.assert_array_equal(term, np.concatenate([r[2] for r in rows]))
+            np.testing.assert_array_equal(trunc, np.concatenate([r[3] for r in rows]))
+            assert set(info) == set(rows[0][4])
+            for key in info:
+                np.testing.assert_array_equal(info[key],
+                                              np.concatenate([r[4][key] for r in rows]), key)
+            np.testing.assert_array_equal(info["env_id"], np.arange(num_envs))
+        assert trunc.any() or (info["elapsed_step"] < 4).all()
+
+
 def test_concurrent_recv_is_refused_not_queued() -> None:
     pool = make("Debug-v0", num_envs=2, num_threads=2, episode_length=0, step_sleep_us=200000.0)
     pool.async_reset()

@@ -21,7 +21,11 @@
 //
 // Built by benchmarks/catalog.py with the extension's flags against the
 // mujoco wheel it links.  Usage:
-//   dmc_limit <env id> <num_envs> <threads> <seconds> <sequence|mj_step|env>
+//   dmc_limit <env id> <num_envs> <threads> <seconds> <sequence|mj_step|env> [cycle]
+// cycle > 0: each thread draws the controls of `cycle` sweeps once and
+// replays them, as the catalogue's pools replay their action batches (a
+// periodic forcing: CartpoleSwingup's cart meets its rails more often, ~6%
+// more physics per step than fresh controls); 0 or absent: fresh controls.
 // prints "<env steps per second> <CPU microseconds per env step>" (CPU time
 // of the stepping threads, summed, over the steps they made).
 #include <time.h>
@@ -117,12 +121,14 @@ struct Chunk {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
+  if (argc != 6 && argc != 7) {
     std::fprintf(stderr,
-                 "usage: %s <env id> <num_envs> <threads> <seconds> <sequence|mj_step|env>\n",
+                 "usage: %s <env id> <num_envs> <threads> <seconds> <sequence|mj_step|env> "
+                 "[cycle]\n",
                  argv[0]);
     return 2;
   }
+  const long long cycle = argc == 7 ? std::atoll(argv[6]) : 0;
   const std::string id = argv[1];
   const int num_envs = std::atoi(argv[2]);
   const int threads = std::atoi(argv[3]);
@@ -177,13 +183,28 @@ int main(int argc, char** argv) {
       }
       for (size_t k = 0; k < count; ++k) c.envs[k]->env().reset(c.rngs[k], c.row(k));
       Rng controls(12345 + t);
-      std::vector<double> ctrl(static_cast<size_t>(c.envs[0]->nu()));
+      const size_t nu = static_cast<size_t>(c.envs[0]->nu());
+      std::vector<double> ctrl(nu);
+      // cycle > 0: the controls of `cycle` sweeps drawn once and replayed,
+      // as the catalogue's pools get them (a fixed set of action batches).
+      std::vector<double> table;
+      if (cycle > 0) {
+        table.resize(static_cast<size_t>(cycle) * count * nu);
+        for (size_t i = 0; i < table.size(); ++i) {
+          const double* range = c.envs[(i / nu) % count]->ctrlrange();
+          const size_t a = i % nu;
+          table[i] = controls.uniform(range[2 * a], range[2 * a + 1]);
+        }
+      }
+      long long sweeps = 0;
       auto sweep = [&] {
+        const double* row = cycle > 0 ? table.data() + (sweeps % cycle) * count * nu : nullptr;
+        ++sweeps;
         for (size_t k = 0; k < count; ++k) {
           Stepper& e = *c.envs[k];
           const double* range = e.ctrlrange();
           for (size_t a = 0; a < ctrl.size(); ++a) {
-            ctrl[a] = controls.uniform(range[2 * a], range[2 * a + 1]);
+            ctrl[a] = row ? row[k * nu + a] : controls.uniform(range[2 * a], range[2 * a + 1]);
           }
           if (mode == Mode::kEnv) {
             Action act;

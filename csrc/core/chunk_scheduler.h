@@ -123,8 +123,10 @@ class ChunkClaims {
   void cancel() {
     for (int64_t h = 0; h < homes_; ++h) cursors_[h].next.store(cursors_[h].end);
   }
-  // Marks a claimed chunk finished; true for exactly one call, the last one.
-  bool finish() { return done_.fetch_add(1) + 1 == nchunks_; }
+  // Marks `count` claimed chunks finished; true for exactly one call, the one
+  // that finished the last chunk. A thread may report all the chunks it ran
+  // at once (one write to the shared counter per job, not per chunk).
+  bool finish(int64_t count = 1) { return done_.fetch_add(count) + count == nchunks_; }
   bool all_done() const { return done_.load() == nchunks_; }
 
  private:

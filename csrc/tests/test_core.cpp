@@ -228,6 +228,19 @@ TEST(cancel_stops_new_claims_but_claimed_chunks_finish) {
   CHECK(!claims.all_done());
 }
 
+TEST(finish_counts_several_chunks_at_once_and_only_the_last_report_is_last) {
+  // A sync job's threads report all their chunks in one call (Pool::run_chunks).
+  ChunkPlan plan = plan_chunks(32, 4500.0, 2, true, 20000.0, 10000.0);
+  ChunkClaims claims(32, plan, 2);
+  const int64_t n = claims.nchunks();
+  CHECK(n >= 4);
+  CHECK(!claims.finish(n / 2));
+  CHECK(!claims.all_done());
+  CHECK(!claims.finish(n - n / 2 - 1));
+  CHECK(claims.finish(1));
+  CHECK(claims.all_done());
+}
+
 // -- AsyncRing --------------------------------------------------------------------
 
 TEST(ring_sizes) {

@@ -323,7 +323,7 @@ BENCHMARKS: list[Benchmark] = [
               ("time_to_solve_sac_HalfCheetah-v5.json", "time_to_solve_sac_HalfCheetah-v5.png"), _time_to_solve),
     Benchmark("time_to_solve_sac_HalfCheetah-v5_bf16",
               "python -m benchmarks.time_to_solve --algo sac --env HalfCheetah-v5 --target 3000 --systems torchfrag "
-              "cleanrl --parallel --max-seconds 640 --seeds 0 --tag bf16 --torchfrag-args algo.matmul_dtype=bfloat16",
+              "cleanrl --parallel --max-seconds 640 --seeds 0 1 --tag bf16 --torchfrag-args algo.matmul_dtype=bfloat16",
               "SAC HalfCheetah to 3000 with bfloat16 products vs CleanRL-style float32, side by side (one core each)",
               ("time_to_solve_sac_HalfCheetah-v5_bf16.json", "time_to_solve_sac_HalfCheetah-v5_bf16.png")),
     Benchmark("time_to_solve_dqn_cartpole", "python -m benchmarks.time_to_solve --tag dqn_cartpole",

@@ -97,7 +97,9 @@ def test_unknown_algo() -> None:
         get_algo("nope")
 
 
-@pytest.mark.parametrize("policy", ["local", *OTHER_POLICIES])
+# single_device carries the cuda mark: `pytest -m cuda` (benchmarks/gpu_check.sh) runs it on a GPU.
+@pytest.mark.parametrize("policy", ["local", *[pytest.param(p, marks=pytest.mark.cuda) if p == "single_device" else p
+                                               for p in OTHER_POLICIES]])
 @pytest.mark.parametrize("name", sorted(ALGOS))
 def test_loop_captures_and_runs(name: str, policy: str) -> None:
     if policy not in POLICIES:

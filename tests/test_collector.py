@@ -293,6 +293,7 @@ def test_state_dict_and_seed() -> None:
     c.shutdown()
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_policy_and_storage() -> None:
     net = nn.Linear(4, 2).cuda()

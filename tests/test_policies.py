@@ -108,9 +108,11 @@ def test_single_device_cuda_absent_or_runs(graph):
         run(graph, SingleDevicePolicy(device_name="cuda"), iterations=1)
 
 
-def test_single_device_cpu_fallback_equals_local():
+def test_single_device_cpu_fallback_equals_local(monkeypatch):
     # Build each loop right before its run: the factory seeds torch's global RNG, which the
-    # learner's minibatch shuffling then draws from.
+    # learner's minibatch shuffling then draws from. CUDA is hidden so that the fallback is
+    # taken on a GPU machine too (it once failed there, finding the GPU).
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     f = PPOFactory("CartPole-v1", CFG, exploration="mode")
     a = f()
     run(capture(a), "local", iterations=2)

@@ -18,10 +18,10 @@ from torchfrag.algos.sac import SACConfig, make_sac, make_sac_networks
 from torchfrag.algos.sac_loss import FastSACLoss
 
 
-def _losses(env_id: str, loss_function: str = "l2"):
+def _losses(env_id: str, loss_function: str = "l2", **networks):
     env = make_env(env_id, 2)
     torch.manual_seed(0)
-    actor, qnet = make_sac_networks(env, [32, 32])
+    actor, qnet = make_sac_networks(env, [32, 32], **networks)
     spec = env.action_spec_unbatched
     kw = {"num_qvalue_nets": 2, "delay_qvalue": True, "action_spec": spec, "loss_function": loss_function,
           "alpha_init": 0.7}
@@ -47,10 +47,15 @@ def _losses(env_id: str, loss_function: str = "l2"):
     return ref, fast, batch
 
 
-@pytest.mark.parametrize(("env_id", "loss_function"), [("Pendulum-v1", "l2"), ("HalfCheetah-v5", "l2"),
-                                                       ("Pendulum-v1", "smooth_l1")])
-def test_fast_sac_loss_matches_sacloss(env_id: str, loss_function: str) -> None:
-    ref, fast, batch = _losses(env_id, loss_function)
+# CleanRL's networks: PyTorch's default init and the tanh-bounded log-std head.
+_CLEANRL_NETS = {"weight_init": "default", "log_std_bounds": [-5.0, 2.0]}
+
+
+@pytest.mark.parametrize(("env_id", "loss_function", "networks"),
+                         [("Pendulum-v1", "l2", {}), ("HalfCheetah-v5", "l2", {}), ("Pendulum-v1", "smooth_l1", {}),
+                          ("HalfCheetah-v5", "l2", _CLEANRL_NETS)])
+def test_fast_sac_loss_matches_sacloss(env_id: str, loss_function: str, networks: dict) -> None:
+    ref, fast, batch = _losses(env_id, loss_function, **networks)
     outs, grads = [], []
     for loss in (ref, fast):
         torch.manual_seed(123)
@@ -237,3 +242,57 @@ def test_squashed_gaussian_node_matches_the_formula_under_autograd(affine: bool)
         a, lp = squashed_gaussian(loc, scale, eps, act_scale, act_loc)
         assert a.grad_fn is None
         torch.testing.assert_close(lp, grads[0][1], rtol=0, atol=0)
+
+
+def test_sac_network_options_init_and_bounded_scale() -> None:
+    """``weight_init`` and ``log_std_bounds`` build what they name: orthogonal rows (gain sqrt(2),
+    zero biases) or PyTorch's uniform init, and a scale that stays inside ``exp([min, max])``
+    for any raw output, starting at ``exp((min + max) / 2)``."""
+    env = make_env("HalfCheetah-v5", 2)
+    try:
+        torch.manual_seed(0)
+        ortho_actor, ortho_q = make_sac_networks(env, [64, 64])
+        torch.manual_seed(0)
+        plain_actor, plain_q = make_sac_networks(env, [64, 64], weight_init="default", log_std_bounds=[-5, 2])
+    finally:
+        env.close()
+    hidden = ortho_q.module[2]  # 64 x 64
+    torch.testing.assert_close(hidden.weight @ hidden.weight.T, 2.0 * torch.eye(64), atol=1e-4, rtol=0)
+    assert not hidden.bias.any()
+    lin = plain_q.module[2]
+    bound = 1.0 / math.sqrt(lin.in_features)
+    assert lin.weight.abs().max() <= bound and lin.bias.abs().max() <= bound and lin.bias.any()
+    assert (lin.weight @ lin.weight.T - 2.0 * torch.eye(64)).abs().max() > 0.5  # not orthogonal
+    head = plain_actor.module[0].module[-1]
+    raw = torch.zeros(1, 12)  # 6 means, then 6 raw log-stds
+    raw[0, 6], raw[0, 7] = -1e4, 1e4
+    loc, scale = head(raw)
+    assert loc.shape == (1, 6) and scale.shape == (1, 6)
+    torch.testing.assert_close(scale[0, :3], torch.tensor([math.exp(-5.0), math.exp(2.0), math.exp(-1.5)]))
+    with pytest.raises(ValueError, match=r"log_std_min < log_std_max, got \[2.0, -5.0\]"):
+        make_sac_networks(make_env("Pendulum-v1", 1), [8], log_std_bounds=[2.0, -5.0])
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("weight_init", "xavier", r"algo.weight_init must be one of \['orthogonal', 'default'\], got 'xavier'"),
+    ("log_std_bounds", [-5.0], r"algo.log_std_bounds must be \[min, max\] with finite min < max \(or null\), got \[-5.0\]"),
+    ("log_std_bounds", [2.0, 2.0], r"algo.log_std_bounds must be \[min, max\]"),
+    ("log_std_bounds", [-5.0, float("inf")], r"algo.log_std_bounds must be \[min, max\]"),
+    ("adam_eps", 0.0, r"algo.adam_eps must be a finite number > 0, got 0.0"),
+    ("adam_eps", float("nan"), r"algo.adam_eps must be a finite number > 0"),
+])
+def test_sac_network_options_are_checked_before_anything_is_built(key: str, value, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_sac("Pendulum-v1", {key: value})
+
+
+def test_sac_adam_eps_reaches_the_optimizer() -> None:
+    loop = make_sac("Pendulum-v1", {"num_envs": 1, "steps": 1, "updates": 1, "batch_size": 4, "learning_starts": 4,
+                                    "hidden": [8], "adam_eps": 1e-8, "weight_init": "default",
+                                    "log_std_bounds": [-5, 2]}, seed=0)
+    try:
+        assert [g["eps"] for g in loop.learn.optimizer.param_groups] == [1e-8, 1e-8]
+        out = loop()
+        assert torch.isfinite(out["loss_actor"]) and torch.isfinite(out["loss_qvalue"])
+    finally:
+        loop.close()

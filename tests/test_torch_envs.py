@@ -478,6 +478,50 @@ def test_on_device_moves_every_env_through_its_own_to(monkeypatch) -> None:
     assert calls == ["cpu", "cpu"]  # and back where it was on exit
 
 
+def test_on_device_moves_a_rollouts_carry_there_and_back() -> None:
+    """The carried env state is state too: a replay prefill (DQN, SAC) writes it before the run,
+    and on an H100 ``single_device`` then fed those host observations to CUDA weights. Moved
+    here to another device than the host's (``meta``), and back; a carry first made during
+    the run goes back as well."""
+    from types import SimpleNamespace
+
+    from tensordict import TensorDict
+
+    from torchfrag.runtime.placed import _carry_on
+
+    rollout = SimpleNamespace(_carry=TensorDict({"observation": torch.ones(2, 3)}, [2]))
+    _carry_on(rollout, torch.device("meta"), torch.device("cpu"))
+    assert rollout._carry["observation"].device.type == "meta"
+    # (meta tensors cannot come back to the host: the way back is checked with meta as home)
+    fresh = SimpleNamespace(_carry=None)  # no carry yet (PPO): the one the run makes goes home
+    back = _carry_on(fresh, torch.device("cpu"), torch.device("meta"))
+    fresh._carry = TensorDict({"observation": torch.ones(2, 3)}, [2])
+    back()
+    assert fresh._carry["observation"].device.type == "meta"
+    held = SimpleNamespace(_carry=TensorDict({"observation": torch.ones(2, 3)}, [2], device="cpu"))
+    back = _carry_on(held, torch.device("cpu"), torch.device("meta"))  # its own device is its home
+    back()
+    assert held._carry.device.type == "cpu"
+
+
+def test_single_device_runs_a_loop_whose_prefill_made_the_carry() -> None:
+    """DQN with a replay prefill under ``single_device`` on this machine's device: the same code
+    as on a GPU (where the carry, left on the host, failed the first fused step)."""
+    from torchfrag.algos.dqn import make_dqn
+    from torchfrag.graph import capture
+    from torchfrag.policies import SingleDevicePolicy
+    from torchfrag.runtime import run
+
+    loop = make_dqn("CartPole-v1", {"num_envs": 2, "steps": 4, "learning_starts": 16, "batch_size": 8})
+    try:
+        assert loop.rollout._carry is not None  # written by the prefill, before any run
+        run(capture(loop), SingleDevicePolicy(device_name="cpu", compile=True, compile_backend="eager"),
+            iterations=2)
+        assert loop.rollout.fused_steps == 8
+    finally:
+        loop.close()
+
+
 def test_single_device_keeps_the_cpp_pool_eager() -> None:
     """A rollout over the C++ pool runs counted but not compiled whole (host code in the body)."""
     from torchfrag.algos.ppo import make_ppo

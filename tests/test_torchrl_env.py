@@ -375,6 +375,7 @@ def test_close() -> None:
     env.close()
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_device() -> None:
     env = PoolEnv("CartPole-v1", 4, device="cuda", seed=0)

@@ -24,7 +24,8 @@ from torchrl.modules import (MLP, ActorValueOperator, ConvNet, ProbabilisticActo
 
 from torchfrag.algos.envs import is_discrete, is_image
 
-__all__ = ["NatureCNN", "make_actor_critic", "make_cnn_actor_critic", "mlp", "ortho_init"]
+__all__ = ["WEIGHT_INITS", "NatureCNN", "TanhBoundedScale", "make_actor_critic", "make_cnn_actor_critic", "mlp",
+           "ortho_init"]
 
 
 def ortho_init(layer: nn.Module, gain: float) -> None:
@@ -34,9 +35,15 @@ def ortho_init(layer: nn.Module, gain: float) -> None:
         nn.init.zeros_(layer.bias)
 
 
+WEIGHT_INITS = ("orthogonal", "default")
+
+
 def mlp(n_in: int, n_out: int, hidden: list[int], out_gain: float = 1.0,
-        activation: type[nn.Module] = nn.ReLU) -> MLP:
+        activation: type[nn.Module] = nn.ReLU, init: str = "orthogonal") -> MLP:
     """An MLP with orthogonal init (``sqrt(2)`` hidden gain, ``out_gain`` on the last layer).
+
+    ``init="default"`` keeps PyTorch's own ``nn.Linear`` init instead (uniform in
+    ``+-1/sqrt(fan_in)``, what CleanRL's SAC uses); ``out_gain`` is then unused.
 
     Example:
         >>> import torch
@@ -44,12 +51,54 @@ def mlp(n_in: int, n_out: int, hidden: list[int], out_gain: float = 1.0,
         >>> mlp(3, 2, [16, 16])(torch.zeros(5, 3)).shape
         torch.Size([5, 2])
     """
+    if init not in WEIGHT_INITS:
+        raise ValueError(f"mlp: init must be one of {list(WEIGHT_INITS)}, got {init!r}")
     net = MLP(in_features=n_in, out_features=n_out, num_cells=list(hidden), activation_class=activation)
+    if init == "default":
+        return net
     linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
     for lin in linears[:-1]:
         ortho_init(lin, math.sqrt(2))
     ortho_init(linears[-1], out_gain)
     return net
+
+
+class TanhBoundedScale(nn.Module):
+    """Splits the last dimension into ``loc`` and a raw log-std, the log-std squashed into
+    ``[log_std_min, log_std_max]`` by ``tanh``: ``scale = exp(min + (max - min) * (tanh(raw) + 1) / 2)``.
+
+    The actor head of CleanRL's (and Haarnoja et al.'s reference) SAC, in the role of
+    :class:`~tensordict.nn.NormalParamExtractor` (whose default maps the raw value through a
+    biased softplus, starting at a scale of 1 with no upper bound). With near-zero raw
+    outputs the scale starts at ``exp((min + max) / 2)`` (0.22 for ``[-5, 2]``). No parameters.
+
+    Args:
+        log_std_min: Lower bound of the log-std.
+        log_std_max: Upper bound of the log-std (``> log_std_min``).
+
+    Example:
+        >>> import torch
+        >>> from torchfrag.algos.networks import TanhBoundedScale
+        >>> loc, scale = TanhBoundedScale(-5.0, 2.0)(torch.zeros(3, 4))
+        >>> loc.shape, round(scale[0, 0].item(), 4)
+        (torch.Size([3, 2]), 0.2231)
+    """
+
+    def __init__(self, log_std_min: float = -5.0, log_std_max: float = 2.0) -> None:
+        super().__init__()
+        lo, hi = float(log_std_min), float(log_std_max)
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"TanhBoundedScale needs finite bounds with log_std_min < log_std_max, "
+                             f"got [{log_std_min}, {log_std_max}]")
+        self.log_std_min, self.log_std_max = lo, hi
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        loc, raw = x.chunk(2, -1)
+        half = 0.5 * (self.log_std_max - self.log_std_min)
+        return loc, (self.log_std_min + half * (raw.tanh() + 1.0)).exp()
+
+    def extra_repr(self) -> str:
+        return f"log_std_min={self.log_std_min}, log_std_max={self.log_std_max}"
 
 
 class NatureCNN(nn.Module):

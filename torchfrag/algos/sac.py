@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from tensordict import TensorDictBase
@@ -39,7 +39,7 @@ from torchfrag.algos.config import AlgoConfig, _is_real, _require
 from torchfrag.algos.envs import is_discrete
 from torchfrag.algos.fragments import TargetUpdate, ToDevice
 from torchfrag.algos.loop import LoopBase
-from torchfrag.algos.networks import mlp
+from torchfrag.algos.networks import WEIGHT_INITS, TanhBoundedScale, mlp
 from torchfrag.algos.replay import REPLAY_KEYS as _REPLAY_KEYS
 from torchfrag.algos.replay import prefill
 from torchfrag.algos.sac_loss import FastSACLoss
@@ -126,6 +126,12 @@ class SACConfig(AlgoConfig):
         loss_function: Critic loss, ``"l2"`` or ``"smooth_l1"``.
         max_grad_norm: Gradient-norm clip (``None``: none).
         hidden: Hidden layer sizes of the actor and the Q-networks.
+        weight_init: ``"orthogonal"`` (hidden gain ``sqrt(2)``, zero biases; the actor's
+            output layer at gain 0.01) or ``"default"`` (PyTorch's ``nn.Linear`` init, CleanRL's).
+        log_std_bounds: ``[min, max]``: the actor's log-std is ``tanh``-squashed into that range
+            (:class:`~torchfrag.algos.networks.TanhBoundedScale`, CleanRL's ``[-5, 2]``);
+            ``None``: TorchRL's ``NormalParamExtractor`` (a biased softplus, scale 1 at zero).
+        adam_eps: Adam's epsilon (CleanRL and PyTorch: 1e-8).
         matmul_dtype: ``"float32"`` (default) or ``"bfloat16"``: the dtype of the networks' matrix
             products in the gradient step (parameters, gradients, Adam and the losses stay
             float32; acting stays float32). bfloat16 uses the bf16 matrix units of recent CPUs
@@ -136,6 +142,8 @@ class SACConfig(AlgoConfig):
             the CPU; each replay sample and each step's observations go to the device,
             the actions come back.
     """
+
+    LIST_FIELDS: ClassVar[tuple[str, ...]] = ("hidden", "log_std_bounds")
 
     num_envs: int = 4
     steps: int = 16
@@ -152,6 +160,9 @@ class SACConfig(AlgoConfig):
     loss_function: str = "l2"
     max_grad_norm: float | None = None
     hidden: list[int] = field(default_factory=lambda: [64, 64])
+    weight_init: str = "orthogonal"
+    log_std_bounds: list[float] | None = None
+    adam_eps: float = 1e-5
     matmul_dtype: str = "float32"
     device: str = "cpu"
 
@@ -166,6 +177,15 @@ class SACConfig(AlgoConfig):
             ValueError: algo.device must be a torch device such as 'cpu' or 'cuda:0', got 'gpu0'
         """
         super().validate(prefix)
+        _require(isinstance(self.weight_init, str) and self.weight_init in WEIGHT_INITS,
+                 f"{prefix}weight_init must be one of {list(WEIGHT_INITS)}", self.weight_init)
+        if self.log_std_bounds is not None:
+            bounds = list(self.log_std_bounds)
+            _require(len(bounds) == 2 and all(_is_real(b) and math.isfinite(b) for b in bounds)
+                     and bounds[0] < bounds[1],
+                     f"{prefix}log_std_bounds must be [min, max] with finite min < max (or null)", bounds)
+        _require(_is_real(self.adam_eps) and math.isfinite(self.adam_eps) and self.adam_eps > 0,
+                 f"{prefix}adam_eps must be a finite number > 0", self.adam_eps)
         _require(isinstance(self.matmul_dtype, str) and self.matmul_dtype in MATMUL_DTYPES,
                  f"{prefix}matmul_dtype must be one of {sorted(MATMUL_DTYPES)}", self.matmul_dtype)
         if self.critic_lr is not None:
@@ -180,8 +200,15 @@ class SACConfig(AlgoConfig):
             raise ValueError(f"{prefix}device={self.device!r}: CUDA is not available on this machine")
 
 
-def make_sac_networks(env: EnvBase, hidden: list[int]) -> tuple[ProbabilisticActor, ValueOperator]:
+def make_sac_networks(env: EnvBase, hidden: list[int], weight_init: str = "orthogonal",
+                      log_std_bounds: list[float] | None = None) -> tuple[ProbabilisticActor, ValueOperator]:
     """A ``TanhNormal`` actor squashed into the action bounds and a Q(s, a) network.
+
+    Args:
+        env: The env (its action spec and ``observation`` size).
+        hidden: Hidden layer sizes of both networks.
+        weight_init: See :attr:`SACConfig.weight_init`.
+        log_std_bounds: See :attr:`SACConfig.log_std_bounds`.
 
     Example:
         >>> from torchfrag.algos.envs import make_env
@@ -193,14 +220,16 @@ def make_sac_networks(env: EnvBase, hidden: list[int]) -> tuple[ProbabilisticAct
     spec = env.action_spec_unbatched
     obs_dim = env.observation_spec["observation"].shape[-1]
     act_dim = spec.shape[-1]
-    body = TensorDictModule(nn.Sequential(mlp(obs_dim, 2 * act_dim, hidden, out_gain=0.01),
-                                          NormalParamExtractor(scale_lb=1e-4)),
+    head = (NormalParamExtractor(scale_lb=1e-4) if log_std_bounds is None
+            else TanhBoundedScale(*log_std_bounds))
+    body = TensorDictModule(nn.Sequential(mlp(obs_dim, 2 * act_dim, hidden, out_gain=0.01, init=weight_init),
+                                          head),
                             ["observation"], ["loc", "scale"])
     actor = ProbabilisticActor(body, in_keys=["loc", "scale"], spec=spec,
                                distribution_class=TanhNormal,
                                distribution_kwargs={"low": spec.space.low, "high": spec.space.high},
                                return_log_prob=False)
-    qnet = ValueOperator(mlp(obs_dim + act_dim, 1, hidden, out_gain=1.0),
+    qnet = ValueOperator(mlp(obs_dim + act_dim, 1, hidden, out_gain=1.0, init=weight_init),
                          in_keys=["observation", "action"], out_keys=["state_action_value"])
     return actor, qnet
 
@@ -236,11 +265,11 @@ class SACLoop(LoopBase):
                                 action_spec=env.action_spec_unbatched,
                                 matmul_dtype=MATMUL_DTYPES[cfg.matmul_dtype])
         self.loss.make_value_estimator(gamma=cfg.gamma)
-        # Learn's default Adam (eps 1e-5), fused: one kernel for all parameters instead of a
+        # Adam (eps cfg.adam_eps), fused: one kernel for all parameters instead of a
         # Python loop over them (~0.6 -> ~0.25 ms per step for 256x256 networks on one CPU core),
         # its lists gathered once (CachedFusedAdam: the same values as Adam(fused=True)).
         # Two groups: the actor at lr, the critics and the temperature at critic_lr.
-        optimizer = CachedFusedAdam(sac_param_groups(self.loss, cfg), eps=1e-5)
+        optimizer = CachedFusedAdam(sac_param_groups(self.loss, cfg), eps=cfg.adam_eps)
         self.learn = Learn(self.loss, optimizer, lr=cfg.lr, epochs=1, minibatch_size=cfg.batch_size,
                            max_grad_norm=cfg.max_grad_norm, select_keys=_REPLAY_KEYS)
         self.updater = ForeachSoftUpdate(self.loss, tau=cfg.tau)
@@ -306,7 +335,7 @@ def build_sac(env: EnvBase, cfg: SACConfig) -> SACLoop:
     except ValueError:
         env.close()
         raise
-    actor, qnet = make_sac_networks(env, cfg.hidden)
+    actor, qnet = make_sac_networks(env, cfg.hidden, cfg.weight_init, cfg.log_std_bounds)
     device = torch.device(cfg.device)
     return SACLoop(env, actor.to(device), qnet.to(device), cfg)
 

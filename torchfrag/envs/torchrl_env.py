@@ -876,21 +876,25 @@ class PoolEnv(EnvBase):
         else:
             root = self.maybe_reset(tensordict)
         n, steps, dev = self.num_envs, int(max_steps), self.device
+        # One code path for every device: the step outputs are written into host buffers
+        # (NumPy views, plain strided memcpys) and the whole rollout moves to ``dev`` once at
+        # the end; only the policy's input goes to ``dev`` per step.
+        host = torch.device("cpu")
         obs_key = self._obs_key
         obs_keys = [obs_key, *self.info_keys]
         names, finals = self._info_names, self._final_names
         done_keys = ("done", "terminated", "truncated")
 
         def alloc(x: torch.Tensor) -> torch.Tensor:
-            return torch.empty((n, steps, *x.shape[1:]), dtype=x.dtype, device=dev)
+            return torch.empty((n, steps, *x.shape[1:]), dtype=x.dtype, device=host)
 
         obs_spec = self.observation_spec
         root_out = {k: alloc(obs_spec[k].zero()) for k in obs_keys}
         next_out = {k: alloc(obs_spec[k].zero()) for k in obs_keys}
         for k in done_keys:
-            root_out[k] = torch.zeros((n, steps, 1), dtype=torch.bool, device=dev)
-            next_out[k] = torch.empty((n, steps, 1), dtype=torch.bool, device=dev)
-        next_out["reward"] = torch.empty((n, steps, 1), dtype=torch.float32, device=dev)
+            root_out[k] = torch.zeros((n, steps, 1), dtype=torch.bool, device=host)
+            next_out[k] = torch.empty((n, steps, 1), dtype=torch.bool, device=host)
+        next_out["reward"] = torch.empty((n, steps, 1), dtype=torch.float32, device=host)
         action_spec = self.action_spec
         action_out = alloc(action_spec.zero())
         for k in obs_keys:
@@ -899,19 +903,17 @@ class PoolEnv(EnvBase):
             root_out[k][:, 0] = root.get(k)
         extras: dict[Any, list[torch.Tensor]] = {}
         known = set(obs_keys) | set(done_keys) | {"action"}
-        on_cpu = dev.type == "cpu"
         # Carried-over root keys (e.g. policy outputs of a previous call) are
         # refreshed by the policy on every step, as in TorchRL's loop.
         carried = root.exclude(*known, "next", "_reset")
         pool, discrete = self._pool, self._discrete
         elapsed_idx = "elapsed_step" in self.info_keys
         done = np.zeros(n, dtype=bool)
-        if on_cpu:
-            # NumPy views of the output tensors: per-step writes are plain
-            # strided memcpys, far cheaper than torch indexing.
-            np_next = {k: v.numpy() for k, v in next_out.items()}
-            np_root = {k: v.numpy() for k, v in root_out.items()}
-            np_action = action_out.numpy()
+        # NumPy views of the output tensors: per-step writes are plain
+        # strided memcpys, far cheaper than torch indexing.
+        np_next = {k: v.numpy() for k, v in next_out.items()}
+        np_root = {k: v.numpy() for k, v in root_out.items()}
+        np_action = action_out.numpy()
         rand_n = int(self.pool_spec.action_space.n) if (policy is None and discrete) else 0
         one_hot = self._one_hot
         rows = np.arange(n)
@@ -919,17 +921,13 @@ class PoolEnv(EnvBase):
             if rand_n:
                 # Uniform indices (the same distribution as the spec's rand()), one-hot
                 # encoded straight into the output below when the spec is OneHot.
-                idx = torch.randint(0, rand_n, (n,), dtype=torch.int64)
-                action_np = idx.numpy()
-                action = idx.to(dev) if not one_hot else None
-                if one_hot and not on_cpu:
-                    action = torch.nn.functional.one_hot(idx, rand_n).to(dev)
+                action_np = torch.randint(0, rand_n, (n,), dtype=torch.int64).numpy()
             else:
                 if policy is None:
                     action = action_spec.rand()
                 else:
                     td_t = new_tensordict({k: v[:, t] for k, v in root_out.items()},
-                                          self.batch_size, dev)
+                                          self.batch_size, host).to(dev)
                     if not carried.is_empty():
                         td_t.update(carried)
                     out = policy(td_t)
@@ -941,29 +939,24 @@ class PoolEnv(EnvBase):
                 action_np = self._action_array(action)
             obs, rew, term, trunc, info = pool.step(action_np)
             np.logical_or(term, trunc, out=done)
-            if on_cpu:
-                if one_hot:
-                    np_action[:, t] = 0
-                    np_action[rows, t, action_np] = 1
-                else:
-                    np_action[:, t] = action_np.reshape(np_action.shape[:1] + np_action.shape[2:])
-                np_next[obs_key][:, t] = info["final_obs"]
-                np_next["reward"][:, t, 0] = rew
-                np_next["terminated"][:, t, 0] = term
-                np_next["truncated"][:, t, 0] = trunc
-                np_next["done"][:, t, 0] = done
-                for k in self.info_keys:
-                    np_next[k][:, t] = info[finals[k]]
-                if t + 1 < steps:
-                    np_root[obs_key][:, t + 1] = obs
-                    for k in self.info_keys:
-                        np_root[k][:, t + 1] = info[names[k]]
-                    if elapsed_idx and done.any():
-                        np_root["elapsed_step"][done, t + 1] = 0
+            if one_hot:
+                np_action[:, t] = 0
+                np_action[rows, t, action_np] = 1
             else:
-                action_out[:, t] = action.to(dev)
-                self._copy_step_to_device(next_out, root_out, t, steps, obs, rew, term, trunc,
-                                          done, info)
+                np_action[:, t] = action_np.reshape(np_action.shape[:1] + np_action.shape[2:])
+            np_next[obs_key][:, t] = info["final_obs"]
+            np_next["reward"][:, t, 0] = rew
+            np_next["terminated"][:, t, 0] = term
+            np_next["truncated"][:, t, 0] = trunc
+            np_next["done"][:, t, 0] = done
+            for k in self.info_keys:
+                np_next[k][:, t] = info[finals[k]]
+            if t + 1 < steps:
+                np_root[obs_key][:, t + 1] = obs
+                for k in self.info_keys:
+                    np_root[k][:, t + 1] = info[names[k]]
+                if elapsed_idx and done.any():
+                    np_root["elapsed_step"][done, t + 1] = 0
         # Leave the env where TorchRL's loop would: the last step's finished envs
         # wait for a reset, served from the pool's auto-reset.
         self._pending[:] = done
@@ -981,38 +974,10 @@ class PoolEnv(EnvBase):
         for key in carried.keys(include_nested=True, leaves_only=True):
             if key not in extras:
                 data[key] = torch.stack([carried.get(key)] * steps, 1)
-        data["next"] = new_tensordict(next_out, torch.Size((n, steps)), dev)
+        data["next"] = new_tensordict(next_out, torch.Size((n, steps)), host).to(dev)
         result = TensorDict(data, batch_size=(n, steps), device=dev)
         result.refine_names(..., "time")
         return result
-
-    def _copy_step_to_device(self, next_out: dict, root_out: dict, t: int, steps: int,
-                             obs: np.ndarray, rew: np.ndarray, term: np.ndarray,
-                             trunc: np.ndarray, done: np.ndarray, info: dict) -> None:
-        """One step of :meth:`_fast_rollout` on an accelerator: a single host batch moved once."""
-        host = {
-            "observation": torch.from_numpy(info["final_obs"]),  # cast by the copy below
-            "reward": torch.from_numpy(rew).to(torch.float32).unsqueeze(-1),
-            "terminated": torch.from_numpy(term).unsqueeze(-1),
-            "truncated": torch.from_numpy(trunc).unsqueeze(-1),
-            "done": torch.from_numpy(done.copy()).unsqueeze(-1),
-            "root_observation": torch.from_numpy(obs),
-        }
-        for k in self.info_keys:
-            host[k] = torch.from_numpy(info[self._final_names[k]])
-            host["__root__" + k] = torch.from_numpy(info[self._info_names[k]])
-        moved = new_tensordict(host, self.batch_size).to(
-            self.device, non_blocking=True)
-        for k in ("reward", "terminated", "truncated", "done", *self.info_keys):
-            next_out[k][:, t] = moved.get(k)
-        next_out[self._obs_key][:, t] = moved.get("observation")
-        if t + 1 < steps:
-            root_out[self._obs_key][:, t + 1] = moved.get("root_observation")
-            for k in self.info_keys:
-                root_out[k][:, t + 1] = moved.get("__root__" + k)
-            if "elapsed_step" in self.info_keys:
-                d = moved.get("done").squeeze(-1)
-                root_out["elapsed_step"][:, t + 1].masked_fill_(d, 0)
 
     # -- rendering ----------------------------------------------------------------------
     def render(self, env_index: int | None = 0, final: bool = False) -> np.ndarray:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -210,6 +210,26 @@ def _move_optimizer_state(loop: nn.Module, device: torch.device) -> None:
                         state[k] = v.to(device)
 
 
+def _carry_on(rollout: nn.Module, device: torch.device, home: torch.device) -> Callable[[], None]:
+    """Moves a rollout's carried env state (the last step's observation, written by an earlier
+    rollout or by a replay prefill before the run) to ``device``; returns the move back to
+    ``home`` (also of a carry first made during the run).
+
+    The carry is state like the parameters: left behind, the first fused step would feed
+    host observations to networks on the device.
+    """
+    carry = getattr(rollout, "_carry", None)
+    if carry is not None:
+        home = carry.device or home
+        rollout._carry = carry.to(device)
+
+    def back() -> None:
+        if getattr(rollout, "_carry", None) is not None:
+            rollout._carry = rollout._carry.to(home)
+
+    return back
+
+
 @contextlib.contextmanager
 def on_device(graph: FragmentGraph, device: str, compile: bool = False,
               backend: str = "inductor") -> Iterator[FragmentGraph]:
@@ -261,6 +281,7 @@ def on_device(graph: FragmentGraph, device: str, compile: bool = False,
         frag = n.module
         if isinstance(frag, Rollout):
             undo.append(fuse_rollout(frag, compile=compile, backend=backend))
+            undo.append(_carry_on(frag, dev, home))
         elif not isinstance(frag, (EnvStep, EnvReset)):
             moved.append((gm, n.target, frag))
             setattr(gm, n.target, _ToDevice(frag, device))

@@ -250,6 +250,9 @@ def test_presets_compose() -> None:
     assert cfg.algo.max_grad_norm is None and cfg.algo.critic_coef == 0.25 and cfg.algo.init_scale == 0.37
     cfg = compose_config(["algo=sac_mujoco", "env=Hopper-v5"])
     assert cfg.algo.learning_starts == 5000 and cfg.algo.name == "sac"
+    # CleanRL's networks: with them our SAC needs CleanRL's frames to 3000 on HalfCheetah (docs/benchmarks.md)
+    assert cfg.algo.weight_init == "default" and list(cfg.algo.log_std_bounds) == [-5.0, 2.0]
+    assert cfg.algo.adam_eps == 1e-8 and cfg.algo.critic_lr == 1e-3 and cfg.algo.lr == 3e-4
 
 
 def _envs() -> list[str]:

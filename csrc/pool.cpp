@@ -487,8 +487,13 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
   // The first interrupt check comes kPollMs after the spin began, not after
   // it ended, so a spin window never adds to the Ctrl-C latency.
   auto next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);
-  spin_sync_->spin([&] { return job->claims.all_done(); });
-  {
+  // A spin that saw every chunk done needs no more: each thread copies its
+  // rows and records its errors before it counts its chunks done. Only a wait
+  // that goes to sleep needs `finished`, set under job->mu after that count;
+  // taking the lock after a successful spin could find it not yet set (the
+  // last thread between its count and the lock) and sleep for a futex wake-up.
+  const bool done = spin_sync_->spin([&] { return job->claims.all_done(); });
+  if (!done) {
     std::unique_lock<std::mutex> lock(job->mu);
     while (!job->cv.wait_until(lock, next_poll, [&] { return job->finished; })) {
       next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);

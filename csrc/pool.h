@@ -373,9 +373,13 @@ class Pool {
   uint64_t next_job_seq_ = 0;  // guarded by queue_mu_
   uint64_t async_turn_ = 0;    // rotates the first worker tried for async jobs (api_mu_)
   bool stop_ = false;  // guarded by queue_mu_
-  std::atomic<bool> stopping_{false};
+  // Read by every spinning worker and every call, written once at close: on
+  // a cache line of their own, so that the queue's lock and deque (written by
+  // every enqueue and every worker taking a job) do not pull the line away
+  // from a spinning worker on each call.
+  alignas(64) std::atomic<bool> stopping_{false};
   std::atomic<bool> closed_{false};
-  mutable std::mutex reason_mu_;
+  alignas(64) mutable std::mutex reason_mu_;
   std::string close_reason_;  // guarded by reason_mu_
   std::mutex join_mu_;        // one closer joins the workers
   uint64_t generation_ = fork_generation();
@@ -384,7 +388,9 @@ class Pool {
   // Running estimates of the cost of one env step / reset, to size chunks and
   // to decide what runs inline. Kept apart: a cheap reset says nothing about
   // the step (an async send must not run a slow env inline).
-  std::atomic<double> ns_per_step_{0.0};
+  // Written by every thread that stepped envs, once per job: a line of their
+  // own, away from what the threads only read (interrupt_check_, the flags).
+  alignas(64) std::atomic<double> ns_per_step_{0.0};
   std::atomic<double> ns_per_reset_{0.0};
   // Slowest recent per-env cost: a peak that decays by 10% a chunk, so one slow
   // step keeps the caller out of env code for a while, and a preempted chunk of

@@ -78,7 +78,11 @@ struct FieldSpec {
 
 // Preallocated output arrays for up to `capacity` rows.  Shared with Python
 // (NumPy views hold a reference), so memory outlives the pool if needed.
-class BatchBuffers {
+// Aligned so that the members every stepping thread reads (field pointers)
+// share no cache line with the shared_ptr count in front of the object, which
+// the calling thread changes several times per call (make_shared puts the two
+// side by side).
+class alignas(64) BatchBuffers {
  public:
   // Fixed field order; infos follow.
   enum : size_t { kObs = 0, kReward, kTerminated, kTruncated, kEnvId, kElapsed, kFinalObs };
@@ -209,16 +213,26 @@ class Pool {
   void set_interrupt_check(std::function<bool()> check) { interrupt_check_ = std::move(check); }
 
  private:
-  struct EnvSlot {
+  // What the calling thread reads for every env of every call
+  // (validate_for_step: started, broken) sits on another cache line than what
+  // the thread stepping the env writes every step (rng, elapsed). On one
+  // line, each sync call's checks pulled every worker-stepped env's line from
+  // the worker's core before the job was even queued (a cross-core miss per
+  // env on the call's critical path: CartpoleSwingup x8, 2 threads, 0.3-0.5
+  // -> 0.13 us from the call's start to the enqueue), and the worker's next
+  // step pulled it back.
+  struct alignas(64) EnvSlot {
+    // Written at resets, errors and async sends only; read every call.
     std::unique_ptr<Env> env;
-    Rng rng;
-    int64_t elapsed = 0;
     bool started = false;      // reset at least once
-    bool needs_reset = false;  // next_step mode: finished, reset on next step
     bool broken = false;       // env code threw; must be reset
     bool in_flight = false;
     bool keep_final_render = false;  // see Pool::keep_final_render
     bool has_final_render = false;
+    // Written by the stepping thread every step.
+    alignas(64) Rng rng;
+    int64_t elapsed = 0;
+    bool needs_reset = false;  // next_step mode: finished, reset on next step
     RenderData final_render;
   };
 
@@ -280,7 +294,12 @@ class Pool {
   void store_actions(const std::vector<int64_t>& ids, const ActionBatch& actions);
   std::shared_ptr<Job> make_job(std::vector<int64_t> ids, bool reset, bool async,
                                 int64_t participants);
-  std::shared_ptr<BatchBuffers> run_sync(std::vector<int64_t> ids, bool reset);
+  // `ids` from take_all_ids() when `all_ids`: handed back once the job is done.
+  std::shared_ptr<BatchBuffers> run_sync(std::vector<int64_t> ids, bool reset, bool all_ids);
+  // 0 .. num_envs-1 for a sync call over every env (the common case), lent
+  // rather than built: the same memory every call, which the workers' caches
+  // keep, instead of a new vector written by the calling thread per call.
+  std::vector<int64_t> take_all_ids();
   // `caller`: run on the thread that made the call, which may be interrupted
   // between chunks (sync jobs only). `home`: the range of chunks this thread
   // claims first (ChunkClaims).
@@ -326,6 +345,7 @@ class Pool {
   std::vector<EnvSlot> slots_;
   std::vector<int64_t> act_discrete_;
   std::vector<double> act_values_;
+  std::vector<int64_t> all_ids_;  // see take_all_ids (guarded by api_mu_)
 
   // Sync buffers: a ring of two so the previous result stays readable.
   std::shared_ptr<BatchBuffers> sync_bufs_[2];

@@ -114,9 +114,16 @@ def _build_box2d_limit(workdir: str) -> str:
 
 def limit_runner(exe: str, env_id: str, n: int, threads: int, min_time: float
                  ) -> Callable[[], float]:
-    """One measurement of the plain C++ loop over the same envs."""
+    """One measurement of the plain C++ loop (``box2d_limit``) over the same envs.
+
+    The loop replays ``ACTION_BATCHES`` sweeps of random actions (float32 box
+    values, as the pools receive them), as the pools replay their
+    ``ACTION_BATCHES`` action batches: the same action process, as for DMC
+    (:func:`_dmc_limit`). Until 2026-11-27 it drew fresh actions every step.
+    """
     def measure() -> float:
-        out = subprocess.run([exe, env_id, str(n), str(threads), str(min_time)],
+        out = subprocess.run([exe, env_id, str(n), str(threads), str(min_time),
+                              str(ACTION_BATCHES)],
                              check=True, capture_output=True, text=True)
         return float(out.stdout.strip())
     return measure

@@ -427,7 +427,8 @@ void Pool::enqueue(const std::shared_ptr<Job>& job) {
 
 std::shared_ptr<BatchBuffers> Pool::reset(const std::vector<int64_t>& ids_in) {
   auto api = lock_api("reset");
-  std::vector<int64_t> ids = resolve_ids(ids_in);
+  const bool all = ids_in.empty();
+  std::vector<int64_t> ids = all ? take_all_ids() : resolve_ids(ids_in);
   {
     std::lock_guard<std::mutex> lock(state_mu_);
     if (in_flight_ > 0) {
@@ -435,13 +436,14 @@ std::shared_ptr<BatchBuffers> Pool::reset(const std::vector<int64_t>& ids_in) {
                                " envs are in flight; recv() their results first");
     }
   }
-  return run_sync(std::move(ids), true);
+  return run_sync(std::move(ids), true, all);
 }
 
 std::shared_ptr<BatchBuffers> Pool::step(const std::vector<int64_t>& ids_in,
                                          const ActionBatch& actions) {
   auto api = lock_api("step");
-  std::vector<int64_t> ids = resolve_ids(ids_in);
+  const bool all = ids_in.empty();
+  std::vector<int64_t> ids = all ? take_all_ids() : resolve_ids(ids_in);
   {
     std::lock_guard<std::mutex> lock(state_mu_);
     if (in_flight_ > 0) {
@@ -451,10 +453,15 @@ std::shared_ptr<BatchBuffers> Pool::step(const std::vector<int64_t>& ids_in,
     validate_for_step(ids, actions);
   }
   store_actions(ids, actions);
-  return run_sync(std::move(ids), false);
+  return run_sync(std::move(ids), false, all);
 }
 
-std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool reset) {
+std::vector<int64_t> Pool::take_all_ids() {
+  if (static_cast<int64_t>(all_ids_.size()) != config_.num_envs) all_ids_ = resolve_ids({});
+  return std::move(all_ids_);
+}
+
+std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool reset, bool all_ids) {
   auto buf = sync_bufs_[sync_turn_];
   sync_turn_ ^= 1;
   // The caller steps chunks as one more thread, unless that would make more
@@ -487,8 +494,13 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
   // The first interrupt check comes kPollMs after the spin began, not after
   // it ended, so a spin window never adds to the Ctrl-C latency.
   auto next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);
-  spin_sync_->spin([&] { return job->claims.all_done(); });
-  {
+  // A spin that saw every chunk done needs no more: each thread copies its
+  // rows and records its errors before it counts its chunks done. Only a wait
+  // that goes to sleep needs `finished`, set under job->mu after that count;
+  // taking the lock after a successful spin could find it not yet set (the
+  // last thread between its count and the lock) and sleep for a futex wake-up.
+  const bool done = spin_sync_->spin([&] { return job->claims.all_done(); });
+  if (!done) {
     std::unique_lock<std::mutex> lock(job->mu);
     while (!job->cv.wait_until(lock, next_poll, [&] { return job->finished; })) {
       next_poll = Clock::now() + std::chrono::milliseconds(kPollMs);
@@ -508,6 +520,8 @@ std::shared_ptr<BatchBuffers> Pool::run_sync(std::vector<int64_t> ids, bool rese
     for (const auto& e : job->errors) slots_[e.first].broken = true;
     raise_env_errors(job->errors, job->ids);
   }
+  // Every chunk is done: no thread reads the ids any more.
+  if (all_ids) all_ids_ = std::move(job->ids);
   return buf;
 }
 
@@ -903,9 +917,11 @@ std::string Pool::process(int64_t env, uint8_t* const* rows, bool reset) {
         s.env->reset(s.rng, out);
       }
       s.elapsed = 0;
-      s.started = true;
+      // Written only when they change: the calling thread reads this line
+      // every call (see EnvSlot).
+      if (!s.started) s.started = true;
       s.needs_reset = false;
-      s.broken = false;
+      if (s.broken) s.broken = false;
       if (same_step) snapshot_final(rows);
     } else {
       Action action;

@@ -78,7 +78,11 @@ struct FieldSpec {
 
 // Preallocated output arrays for up to `capacity` rows.  Shared with Python
 // (NumPy views hold a reference), so memory outlives the pool if needed.
-class BatchBuffers {
+// Aligned so that the members every stepping thread reads (field pointers)
+// share no cache line with the shared_ptr count in front of the object, which
+// the calling thread changes several times per call (make_shared puts the two
+// side by side).
+class alignas(64) BatchBuffers {
  public:
   // Fixed field order; infos follow.
   enum : size_t { kObs = 0, kReward, kTerminated, kTruncated, kEnvId, kElapsed, kFinalObs };
@@ -209,16 +213,26 @@ class Pool {
   void set_interrupt_check(std::function<bool()> check) { interrupt_check_ = std::move(check); }
 
  private:
-  struct EnvSlot {
+  // What the calling thread reads for every env of every call
+  // (validate_for_step: started, broken) sits on another cache line than what
+  // the thread stepping the env writes every step (rng, elapsed). On one
+  // line, each sync call's checks pulled every worker-stepped env's line from
+  // the worker's core before the job was even queued (a cross-core miss per
+  // env on the call's critical path: CartpoleSwingup x8, 2 threads, 0.3-0.5
+  // -> 0.13 us from the call's start to the enqueue), and the worker's next
+  // step pulled it back.
+  struct alignas(64) EnvSlot {
+    // Written at resets, errors and async sends only; read every call.
     std::unique_ptr<Env> env;
-    Rng rng;
-    int64_t elapsed = 0;
     bool started = false;      // reset at least once
-    bool needs_reset = false;  // next_step mode: finished, reset on next step
     bool broken = false;       // env code threw; must be reset
     bool in_flight = false;
     bool keep_final_render = false;  // see Pool::keep_final_render
     bool has_final_render = false;
+    // Written by the stepping thread every step.
+    alignas(64) Rng rng;
+    int64_t elapsed = 0;
+    bool needs_reset = false;  // next_step mode: finished, reset on next step
     RenderData final_render;
   };
 
@@ -280,7 +294,12 @@ class Pool {
   void store_actions(const std::vector<int64_t>& ids, const ActionBatch& actions);
   std::shared_ptr<Job> make_job(std::vector<int64_t> ids, bool reset, bool async,
                                 int64_t participants);
-  std::shared_ptr<BatchBuffers> run_sync(std::vector<int64_t> ids, bool reset);
+  // `ids` from take_all_ids() when `all_ids`: handed back once the job is done.
+  std::shared_ptr<BatchBuffers> run_sync(std::vector<int64_t> ids, bool reset, bool all_ids);
+  // 0 .. num_envs-1 for a sync call over every env (the common case), lent
+  // rather than built: the same memory every call, which the workers' caches
+  // keep, instead of a new vector written by the calling thread per call.
+  std::vector<int64_t> take_all_ids();
   // `caller`: run on the thread that made the call, which may be interrupted
   // between chunks (sync jobs only). `home`: the range of chunks this thread
   // claims first (ChunkClaims).
@@ -326,6 +345,7 @@ class Pool {
   std::vector<EnvSlot> slots_;
   std::vector<int64_t> act_discrete_;
   std::vector<double> act_values_;
+  std::vector<int64_t> all_ids_;  // see take_all_ids (guarded by api_mu_)
 
   // Sync buffers: a ring of two so the previous result stays readable.
   std::shared_ptr<BatchBuffers> sync_bufs_[2];
@@ -373,9 +393,13 @@ class Pool {
   uint64_t next_job_seq_ = 0;  // guarded by queue_mu_
   uint64_t async_turn_ = 0;    // rotates the first worker tried for async jobs (api_mu_)
   bool stop_ = false;  // guarded by queue_mu_
-  std::atomic<bool> stopping_{false};
+  // Read by every spinning worker and every call, written once at close: on
+  // a cache line of their own, so that the queue's lock and deque (written by
+  // every enqueue and every worker taking a job) do not pull the line away
+  // from a spinning worker on each call.
+  alignas(64) std::atomic<bool> stopping_{false};
   std::atomic<bool> closed_{false};
-  mutable std::mutex reason_mu_;
+  alignas(64) mutable std::mutex reason_mu_;
   std::string close_reason_;  // guarded by reason_mu_
   std::mutex join_mu_;        // one closer joins the workers
   uint64_t generation_ = fork_generation();
@@ -384,7 +408,9 @@ class Pool {
   // Running estimates of the cost of one env step / reset, to size chunks and
   // to decide what runs inline. Kept apart: a cheap reset says nothing about
   // the step (an async send must not run a slow env inline).
-  std::atomic<double> ns_per_step_{0.0};
+  // Written by every thread that stepped envs, once per job: a line of their
+  // own, away from what the threads only read (interrupt_check_, the flags).
+  alignas(64) std::atomic<double> ns_per_step_{0.0};
   std::atomic<double> ns_per_reset_{0.0};
   // Slowest recent per-env cost: a peak that decays by 10% a chunk, so one slow
   // step keeps the caller out of env code for a while, and a preempted chunk of

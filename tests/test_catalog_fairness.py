@@ -81,3 +81,49 @@ def test_the_dmc_limit_loop_replays_as_many_control_sweeps_as_the_pools_get_acti
     assert catalog._dmc_limit("/x/dmc_limit", "CheetahRun-v1", 8, 2, 0.1) == (1000.0, 2.5)
     assert calls[0][1:] == ["CheetahRun-v1", "8", "2", "0.1", "sequence", str(ACTION_BATCHES)]
     assert len(_actions("CheetahRun-v1", 8, np.random.default_rng(0))) == ACTION_BATCHES
+
+
+def test_the_box2d_limit_loop_replays_as_many_action_sweeps_as_the_pools_get_action_batches(
+        monkeypatch) -> None:
+    # As for DMC: the Box2D limit loop is told to replay ACTION_BATCHES sweeps
+    # of actions, the pools' action process, not to draw fresh ones each step.
+    from benchmarks import catalog
+    from benchmarks.envs import ACTION_BATCHES
+
+    calls = []
+
+    class Done:
+        returncode = 0
+        stdout = "1234.5\n"
+        stderr = ""
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        return Done()
+
+    monkeypatch.setattr(catalog.subprocess, "run", fake_run)
+    assert catalog.limit_runner("/x/box2d_limit", "LunarLander-v3", 16, 2, 0.1)() == 1234.5
+    assert calls[0][1:] == ["LunarLander-v3", "16", "2", "0.1", str(ACTION_BATCHES)]
+
+
+def test_the_box2d_limit_loop_runs_with_and_without_a_replay_cycle(tmp_path) -> None:
+    # The real loop, built as the catalogue builds it: a replay cycle and the
+    # fresh-action default both step the envs and report a positive rate.
+    import glob
+
+    import pytest
+
+    from benchmarks import catalog
+
+    if not glob.glob(os.path.join(ROOT, "build", "temp.*", "build", "native", "box2d", "**",
+                                  "*.o"), recursive=True):
+        pytest.skip("the extension's Box2D objects are not built in this tree")
+    exe = catalog._build_box2d_limit(str(tmp_path))
+    for extra in ([], ["4"]):
+        for env_id in ("LunarLander-v3", "BipedalWalker-v3"):
+            out = subprocess.run([exe, env_id, "4", "2", "0.05", *extra], check=True,
+                                 capture_output=True, text=True, timeout=120)
+            assert float(out.stdout.strip()) > 0.0
+    bad = subprocess.run([exe, "LunarLander-v3", "4", "2", "0.05", "4", "extra"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2

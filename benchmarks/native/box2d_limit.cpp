@@ -7,7 +7,12 @@
 //
 // Built by benchmarks/catalog.py against the Box2D objects of the extension's
 // build (same sources, same flags).  Usage:
-//   box2d_limit <env id> <num_envs> <threads> <seconds>
+//   box2d_limit <env id> <num_envs> <threads> <seconds> [cycle]
+// cycle > 0: each thread draws the actions of `cycle` sweeps once (box
+// actions rounded to float32, as the pools receive them) and replays them, as
+// the catalogue's pools replay their ACTION_BATCHES action batches, so the
+// physics sees the same kind of forcing (dmc_limit.cpp does the same); 0 or
+// absent: fresh actions every step.
 // prints the steps per second.
 #include <atomic>
 #include <chrono>
@@ -35,8 +40,14 @@ namespace {
 
 constexpr int kWarmupSweeps = 60;  // steps per env before the clock starts
 
+// One env's action of one step: the discrete choice and up to 4 box values.
+struct Draw {
+  int64_t discrete = 0;
+  double values[4] = {0.0, 0.0, 0.0, 0.0};
+};
+
 template <typename EnvT>
-double run(int num_envs, int threads, double seconds) {
+double run(int num_envs, int threads, double seconds, long long cycle) {
   const EnvSpec spec = EnvT::Spec(nullptr);
   const Options options = Options::resolve(spec.options, {}, num_envs);
   const size_t obs_bytes = spec.obs.nbytes();  // CarRacing's is a 96x96x3 picture
@@ -61,20 +72,36 @@ double run(int num_envs, int threads, double seconds) {
       };
       for (int k = 0; k < end - begin; ++k) envs[k]->reset(rngs[k], row(k));
       Rng actions(12345 + t);
-      double values[4];
+      // One random action. Within the action box, as the benchmark's actions
+      // (CarRacing's gas and brake are [0, 1]; every other Box2D action box is
+      // [-1, 1]); `as_float32`: rounded as the pools' float32 actions are.
+      auto draw = [&](Draw& d, bool as_float32) {
+        d.discrete =
+            static_cast<int64_t>(actions.integer(spec.action.discrete ? spec.action.n : 4));
+        for (size_t j = 0; j < 4; ++j) {
+          const bool box = !spec.action.discrete && j < spec.action.low.size();
+          d.values[j] = box ? actions.uniform(spec.action.low[j], spec.action.high[j])
+                            : actions.uniform(-1.0, 1.0);
+          if (as_float32) d.values[j] = static_cast<double>(static_cast<float>(d.values[j]));
+        }
+      };
+      const size_t count = static_cast<size_t>(end - begin);
+      // cycle > 0: the actions of `cycle` sweeps drawn once and replayed, as
+      // the catalogue's pools get theirs (a fixed set of action batches).
+      std::vector<Draw> table(cycle > 0 ? static_cast<size_t>(cycle) * count : 0);
+      for (Draw& d : table) draw(d, true);
+      long long sweeps = 0;
+      Draw fresh;
       // One sweep: every env of the chunk takes one step.
       auto sweep = [&] {
+        const Draw* replay = cycle > 0 ? table.data() + (sweeps % cycle) * count : nullptr;
+        ++sweeps;
         for (int k = 0; k < end - begin; ++k) {
+          if (replay == nullptr) draw(fresh, false);
+          const Draw& d = replay != nullptr ? replay[k] : fresh;
           Action a;
-          a.discrete = static_cast<int64_t>(actions.integer(spec.action.discrete ? spec.action.n : 4));
-          // Within the action box, as the benchmark's actions (CarRacing's gas and
-          // brake are [0, 1]; every other Box2D action box is [-1, 1]).
-          for (size_t j = 0; j < 4; ++j) {
-            const bool box = !spec.action.discrete && j < spec.action.low.size();
-            values[j] = box ? actions.uniform(spec.action.low[j], spec.action.high[j])
-                            : actions.uniform(-1.0, 1.0);
-          }
-          a.values = values;
+          a.discrete = d.discrete;
+          a.values = d.values;
           const auto r = envs[k]->step(a, rngs[k], row(k));
           // The pool's time limit and auto-reset, so episodes look the same.
           if (r.terminated || r.truncated || ++length[k] >= spec.max_episode_steps) {
@@ -107,10 +134,12 @@ double run(int num_envs, int threads, double seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s <env id> <num_envs> <threads> <seconds>\n", argv[0]);
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr, "usage: %s <env id> <num_envs> <threads> <seconds> [cycle]\n",
+                 argv[0]);
     return 2;
   }
+  const long long cycle = argc == 6 ? std::atoll(argv[5]) : 0;
   const std::string id = argv[1];
   const int num_envs = std::atoi(argv[2]);
   const int threads = std::atoi(argv[3]);
@@ -118,15 +147,15 @@ int main(int argc, char** argv) {
   namespace b = torchfrag::box2d;
   double rate;
   if (id == "LunarLander-v3") {
-    rate = run<b::LunarLanderDiscrete>(num_envs, threads, seconds);
+    rate = run<b::LunarLanderDiscrete>(num_envs, threads, seconds, cycle);
   } else if (id == "LunarLanderContinuous-v3") {
-    rate = run<b::LunarLanderContinuous>(num_envs, threads, seconds);
+    rate = run<b::LunarLanderContinuous>(num_envs, threads, seconds, cycle);
   } else if (id == "BipedalWalker-v3") {
-    rate = run<b::BipedalWalkerNormal>(num_envs, threads, seconds);
+    rate = run<b::BipedalWalkerNormal>(num_envs, threads, seconds, cycle);
   } else if (id == "BipedalWalkerHardcore-v3") {
-    rate = run<b::BipedalWalkerHardcore>(num_envs, threads, seconds);
+    rate = run<b::BipedalWalkerHardcore>(num_envs, threads, seconds, cycle);
   } else if (id == "CarRacing-v3") {
-    rate = run<b::CarRacingV3>(num_envs, threads, seconds);
+    rate = run<b::CarRacingV3>(num_envs, threads, seconds, cycle);
   } else {
     std::fprintf(stderr, "unknown env id %s\n", id.c_str());
     return 2;

@@ -91,13 +91,17 @@ SIZES: dict[str, tuple[list[int], list[int]]] = {
 
 
 def _build_box2d_limit(workdir: str) -> str:
-    """Compiles the Box2D limit loop against the extension build's Box2D objects."""
+    """Compiles the Box2D limit loop against the extension build's Box2D objects, or, where the
+    extension was built elsewhere (``pip install -e .`` builds in a temporary folder), against
+    the same Box2D sources compiled here with the extension's flags."""
     objects = sorted(glob.glob(os.path.join(ROOT, "build", "temp.*", "build", "native", "box2d",
                                             "**", "*.o"), recursive=True))
     sources = sorted(glob.glob(os.path.join(ROOT, "build", "native", "box2d", "src-*")))
-    if not objects or not sources:
-        raise SystemExit("build the extension first (setup.py build_ext --inplace): the Box2D "
-                         "objects under build/ are what the limit loop links")
+    if not sources:
+        raise SystemExit("install or build the extension first (setup.py build_ext --inplace): its "
+                         "Box2D sources under build/native/box2d are what the limit loop compiles")
+    if not objects:
+        objects = sorted(glob.glob(os.path.join(sources[-1], "Box2D", "**", "*.cpp"), recursive=True))
     exe = os.path.join(workdir, "box2d_limit")
     # The extension's own flags (Python's CFLAGS, as setuptools compiles it, and
     # pybind11's hidden visibility): without -fwrapv, CarRacing's rasterizer

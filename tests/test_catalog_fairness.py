@@ -16,6 +16,24 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _fake_subprocess(monkeypatch, catalog, stdout: str) -> list:
+    """Replaces the catalogue's ``subprocess.run`` by one that records each command and prints ``stdout``."""
+    calls: list = []
+
+    class Done:
+        returncode = 0
+        stderr = ""
+
+    Done.stdout = stdout
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        return Done()
+
+    monkeypatch.setattr(catalog.subprocess, "run", fake_run)
+    return calls
+
+
 def test_building_the_dmc_limit_loop_does_not_import_mujoco() -> None:
     # In a fresh interpreter (this one may have imported mujoco already); the
     # compiler call is replaced, only what the function imports matters here.
@@ -66,18 +84,7 @@ def test_the_dmc_limit_loop_replays_as_many_control_sweeps_as_the_pools_get_acti
     from benchmarks import catalog
     from benchmarks.envs import ACTION_BATCHES, _actions
 
-    calls = []
-
-    class Done:
-        returncode = 0
-        stdout = "1000 2.5\n"
-        stderr = ""
-
-    def fake_run(cmd, **kwargs):
-        calls.append(cmd)
-        return Done()
-
-    monkeypatch.setattr(catalog.subprocess, "run", fake_run)
+    calls = _fake_subprocess(monkeypatch, catalog, "1000 2.5\n")
     assert catalog._dmc_limit("/x/dmc_limit", "CheetahRun-v1", 8, 2, 0.1) == (1000.0, 2.5)
     assert calls[0][1:] == ["CheetahRun-v1", "8", "2", "0.1", "sequence", str(ACTION_BATCHES)]
     assert len(_actions("CheetahRun-v1", 8, np.random.default_rng(0))) == ACTION_BATCHES
@@ -90,18 +97,7 @@ def test_the_box2d_limit_loop_replays_as_many_action_sweeps_as_the_pools_get_act
     from benchmarks import catalog
     from benchmarks.envs import ACTION_BATCHES
 
-    calls = []
-
-    class Done:
-        returncode = 0
-        stdout = "1234.5\n"
-        stderr = ""
-
-    def fake_run(cmd, **kwargs):
-        calls.append(cmd)
-        return Done()
-
-    monkeypatch.setattr(catalog.subprocess, "run", fake_run)
+    calls = _fake_subprocess(monkeypatch, catalog, "1234.5\n")
     assert catalog.limit_runner("/x/box2d_limit", "LunarLander-v3", 16, 2, 0.1)() == 1234.5
     assert calls[0][1:] == ["LunarLander-v3", "16", "2", "0.1", str(ACTION_BATCHES)]
 

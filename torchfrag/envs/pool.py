@@ -105,6 +105,10 @@ def _is_int(value: Any) -> bool:
 
 def as_action_array(actions: Any) -> Any:
     """A torch tensor as NumPy (detached, on the CPU; bfloat16 as float32); others unchanged."""
+    # An ndarray first: the module test below is a measurable part of a ~20 us sync step
+    # of 8 light envs.
+    if type(actions) is np.ndarray:
+        return actions
     if type(actions).__module__.startswith("torch") and hasattr(actions, "detach"):
         import torch
 
@@ -325,11 +329,7 @@ class EnvPool:
         ``info`` holds ``env_id``, ``elapsed_step``, the env's own infos and,
         with ``autoreset="same_step"``, ``final_obs``.
         """
-        # An ndarray goes straight through: as_action_array's module test is a
-        # measurable part of a ~20 us sync step of 8 light envs.
-        if type(actions) is not np.ndarray:
-            actions = as_action_array(actions)
-        return self._pool.step(actions, env_ids)
+        return self._pool.step(as_action_array(actions), env_ids)
 
     def seed(self, seed: int | Sequence[int],
              env_ids: Sequence[int] | np.ndarray | None = None) -> None:
@@ -351,9 +351,7 @@ class EnvPool:
     # -- async --------------------------------------------------------------------
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
         """Starts stepping envs (all by default) without waiting."""
-        if type(actions) is not np.ndarray:
-            actions = as_action_array(actions)
-        self._pool.send(actions, env_ids)
+        self._pool.send(as_action_array(actions), env_ids)
 
     def async_reset(self, env_ids: Sequence[int] | np.ndarray | None = None,
                     seed: int | Sequence[int] | None = None) -> None:

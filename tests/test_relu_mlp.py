@@ -181,3 +181,24 @@ def test_relu_mlp_split_is_a_call_with_gradients_and_one_without(stack: int | No
     assert not got[0][4:].any()
     with pytest.raises(ValueError, match="head_rows must be in"):
         relu_mlp_split(x, layers, 10)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_relu_gradient_on_the_bits_is_threshold_backward(dtype: torch.dtype) -> None:
+    """ReLU's gradient from the 16-bit pattern of its output equals ``threshold_backward`` for every
+    post-ReLU value (positive, +0 and -0), and a NaN output still passes a NaN forward."""
+    from torchfrag.algos.relu_mlp import _relu_grad_
+
+    gen = torch.Generator().manual_seed(3)
+    pre = torch.randn(4, 64, 32, generator=gen).to(dtype)
+    pre[0, 0, :4] = torch.tensor([0.0, -0.0, 1e-30, -1e-30])
+    out = pre.relu()
+    out[1, 1, 1] = -0.0  # a -0 output (relu may keep the sign of zero)
+    g = torch.randn(4, 64, 32, generator=gen).to(dtype)
+    want = torch.ops.aten.threshold_backward(g, out, 0.0)
+    got = _relu_grad_(g.clone(), out)
+    assert torch.equal(got, want)
+    # the forward stays NaN where the pre-activation is NaN (ReLU propagates it)
+    nan = torch.tensor([float("nan"), -float("nan")], dtype=dtype)
+    assert relu_mlp(nan.view(2, 1), [(torch.ones(1, 1, dtype=dtype), None), (torch.ones(1, 1, dtype=dtype), None)]
+                    ).isnan().all()

@@ -18,13 +18,13 @@ from torchfrag.algos.sac import SACConfig, make_sac, make_sac_networks
 from torchfrag.algos.sac_loss import FastSACLoss
 
 
-def _losses(env_id: str, loss_function: str = "l2", **networks):
+def _losses(env_id: str, loss_function: str = "l2", fixed_alpha: bool = False, **networks):
     env = make_env(env_id, 2)
     torch.manual_seed(0)
     actor, qnet = make_sac_networks(env, [32, 32], **networks)
     spec = env.action_spec_unbatched
     kw = {"num_qvalue_nets": 2, "delay_qvalue": True, "action_spec": spec, "loss_function": loss_function,
-          "alpha_init": 0.7}
+          "alpha_init": 0.7, "fixed_alpha": fixed_alpha}
     ref = SACLoss(copy.deepcopy(actor), copy.deepcopy(qnet), **kw)
     fast = FastSACLoss(copy.deepcopy(actor), copy.deepcopy(qnet), **kw)
     for loss in (ref, fast):
@@ -83,6 +83,25 @@ def test_fast_sac_loss_matches_sacloss(env_id: str, loss_function: str, networks
     assert all(g is not None and not g.any() for g in fast_grads)
     actor_grads = [p.grad for n, p in fast.named_parameters() if n.startswith("actor_network_params")]
     assert all(g is not None for g in actor_grads) and sum(g.abs().sum() for g in actor_grads) > 0
+
+
+def test_fast_sac_loss_with_a_fixed_temperature_matches_sacloss() -> None:
+    """``fixed_alpha=True`` (``log_alpha`` a buffer): the same losses and gradients, none for the
+    temperature, and the temperature loss still reported."""
+    ref, fast, batch = _losses("HalfCheetah-v5", fixed_alpha=True)
+    outs, grads = [], []
+    for loss in (ref, fast):
+        torch.manual_seed(7)
+        out = loss(batch.clone())
+        loss.zero_grad()
+        (out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]).backward()
+        outs.append(out)
+        grads.append({n: p.grad.clone() for n, p in loss.named_parameters() if p.grad is not None})
+    assert not fast.log_alpha.requires_grad and len(grads[1]) == 12
+    for key in ("loss_actor", "loss_qvalue", "loss_alpha", "entropy"):
+        torch.testing.assert_close(outs[1][key], outs[0][key], rtol=1e-5, atol=1e-5, msg=key)
+    for name, g in grads[0].items():
+        torch.testing.assert_close(grads[1][name], g, rtol=1e-4, atol=1e-5, msg=name)
 
 
 def test_bfloat16_matmuls_give_float32_losses_and_gradients_close_to_float32() -> None:
@@ -271,6 +290,27 @@ def test_sac_network_options_init_and_bounded_scale() -> None:
     torch.testing.assert_close(scale[0, :3], torch.tensor([math.exp(-5.0), math.exp(2.0), math.exp(-1.5)]))
     with pytest.raises(ValueError, match=r"log_std_min < log_std_max, got \[2.0, -5.0\]"):
         make_sac_networks(make_env("Pendulum-v1", 1), [8], log_std_bounds=[2.0, -5.0])
+
+
+def test_bounded_scale_node_matches_its_formula_under_autograd() -> None:
+    """``TanhBoundedScale``'s one-node backward against autograd through the formula, for either
+    output alone and both (gradcheck in float64), and no graph without gradients."""
+    from torchfrag.algos.networks import TanhBoundedScale
+
+    head = TanhBoundedScale(-5.0, 2.0)
+    x = torch.randn(7, 8, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: head(t), (x,))
+    loc_w, scale_w = torch.randn(7, 4, dtype=torch.float64), torch.randn(7, 4, dtype=torch.float64)
+    for pick in ((1, 0), (0, 1), (1, 1)):
+        grads = []
+        for fn in (head, lambda t: (t[:, :4], (-5.0 + 3.5 * (t[:, 4:].tanh() + 1.0)).exp())):
+            loc, scale = fn(x)
+            (pick[0] * (loc * loc_w).sum() + pick[1] * (scale * scale_w).sum()).backward()
+            grads.append(x.grad.clone())
+            x.grad = None
+        torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-12)
+    with torch.no_grad():
+        assert head(x)[1].grad_fn is None
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
@@ -63,6 +64,35 @@ def mlp(n_in: int, n_out: int, hidden: list[int], out_gain: float = 1.0,
     return net
 
 
+def _tanh_bounded_scale(x: torch.Tensor, lo: float, hi: float
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``loc``, ``scale`` and ``tanh(raw)`` of :class:`TanhBoundedScale`."""
+    loc, raw = x.chunk(2, -1)
+    th = raw.tanh()
+    return loc, (lo + 0.5 * (hi - lo) * (th + 1.0)).exp(), th
+
+
+class _TanhBoundedScaleFn(torch.autograd.Function):
+    """:class:`TanhBoundedScale` as one autograd node (its five elementwise nodes, each with a
+    backward call, cost more than they compute on an actor's ``[batch, 2 * actions]`` output)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, lo: float, hi: float) -> tuple[torch.Tensor, torch.Tensor]:
+        loc, scale, th = _tanh_bounded_scale(x, lo, hi)
+        ctx.save_for_backward(scale, th)
+        ctx.half = 0.5 * (hi - lo)
+        return loc, scale
+
+    @staticmethod
+    def backward(ctx: Any, g_loc: torch.Tensor | None, g_scale: torch.Tensor | None
+                 ) -> tuple[torch.Tensor | None, None, None]:
+        scale, th = ctx.saved_tensors
+        # d scale / d raw = scale * half * (1 - tanh(raw)^2)
+        g_raw = torch.zeros_like(scale) if g_scale is None else g_scale * scale * ctx.half * (1.0 - th * th)
+        g_loc = torch.zeros_like(scale) if g_loc is None else g_loc
+        return torch.cat([g_loc, g_raw], -1), None, None
+
+
 class TanhBoundedScale(nn.Module):
     """Splits the last dimension into ``loc`` and a raw log-std, the log-std squashed into
     ``[log_std_min, log_std_max]`` by ``tanh``: ``scale = exp(min + (max - min) * (tanh(raw) + 1) / 2)``.
@@ -93,9 +123,9 @@ class TanhBoundedScale(nn.Module):
         self.log_std_min, self.log_std_max = lo, hi
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        loc, raw = x.chunk(2, -1)
-        half = 0.5 * (self.log_std_max - self.log_std_min)
-        return loc, (self.log_std_min + half * (raw.tanh() + 1.0)).exp()
+        if torch.is_grad_enabled() and x.requires_grad:
+            return _TanhBoundedScaleFn.apply(x, self.log_std_min, self.log_std_max)
+        return _tanh_bounded_scale(x, self.log_std_min, self.log_std_max)[:2]
 
     def extra_repr(self) -> str:
         return f"log_std_min={self.log_std_min}, log_std_max={self.log_std_max}"

@@ -146,7 +146,7 @@ class _ReluMLP(torch.autograd.Function):
             if i > 0:
                 # ReLU's gradient, zero where its output is zero, in place (masked_fill_ and where
                 # with a boolean mask are ~20x slower on a CPU core)
-                g = torch.ops.aten.threshold_backward.grad_input(g, a, 0.0, grad_input=g)
+                g = _relu_grad_(g, a)
             elif stacked and a.dim() == 2:
                 g = g.sum(0)  # the shared input's gradient: summed over the networks
         if needs[0] and ctx.input_grad is None:
@@ -177,6 +177,26 @@ def _input_grad_block(g: torch.Tensor, w: torch.Tensor, x: torch.Tensor, block: 
     out = torch.zeros(x.shape, dtype=x_dtype, device=x.device)
     out.narrow(-2, rows, gx.shape[-2]).narrow(-1, cols, gx.shape[-1]).copy_(gx)
     return out
+
+
+_INT_VIEW = {torch.bfloat16: torch.int16, torch.float16: torch.int16}
+
+
+def _relu_grad_(g: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``g`` zeroed in place where the ReLU output ``out`` is not positive (ReLU's gradient).
+
+    For 16-bit floats this runs on the bits: a post-ReLU value is positive exactly when its
+    sign bit is clear and it is not zero, i.e. when its ``int16`` view is > 0, so
+    ``g *= clamp(out_bits, 0, 1)`` on the ``int16`` views is ReLU's gradient in two integer
+    passes (``threshold_backward`` converts every element to float32 and back: ~2x slower on an
+    AVX-512 core). It differs from ``threshold_backward`` only where ``out`` is a NaN with a
+    clear sign bit: the gradient passes there, where the forward output is already NaN.
+    """
+    view = _INT_VIEW.get(g.dtype)
+    if view is not None and out.dtype == g.dtype and g.is_contiguous() and out.is_contiguous():
+        g.view(view).mul_(out.view(view).clamp(0, 1))
+        return g
+    return torch.ops.aten.threshold_backward.grad_input(g, out, 0.0, grad_input=g)
 
 
 def _check_layers(layers: Sequence[tuple[torch.Tensor, torch.Tensor | None]]) -> None:

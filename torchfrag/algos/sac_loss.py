@@ -227,6 +227,54 @@ def squashed_gaussian(loc: torch.Tensor, scale: torch.Tensor, eps: torch.Tensor,
     return _squashed_forward(loc, scale, eps, act_scale, act_loc)[:2]
 
 
+class _SACObjective(torch.autograd.Function):
+    """SAC's three losses from the critics' outputs as one autograd node (the L2 critic loss).
+
+    Inputs: ``both`` ``[N, 2n, 1]`` (the ``N`` critics on the replayed actions, then on the
+    policy's), ``log_prob`` ``[n]`` of the policy's actions, ``log_alpha``, the TD ``target``
+    ``[n]``, ``alpha`` (a constant, as ``SACLoss._alpha``) and ``target_entropy``. Outputs
+    ``loss_qvalue``, ``loss_actor``, ``loss_alpha`` and the (constant) entropy. What ~15 small
+    autograd nodes did (slices, ``min``, ``mse_loss``, sums, means, products), each with its
+    own backward call, now is one forward and one hand-written backward.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, both: torch.Tensor, log_prob: torch.Tensor, log_alpha: torch.Tensor,
+                target: torch.Tensor, alpha: torch.Tensor, target_entropy: Any
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        n = log_prob.shape[-1]
+        out = both.squeeze(-1)
+        diff = out[:, :n] - target  # the critics' TD errors on the replayed actions
+        # distance_loss(q, target, "l2").sum(0).mean(): mean over the batch of the summed squares
+        loss_q = diff.pow(2).sum(0).mean()
+        q_pi, pick = out[:, n:].min(0)
+        loss_actor = (alpha * log_prob - q_pi).mean()
+        entropy_term = log_prob + target_entropy
+        loss_alpha = (-log_alpha * entropy_term).mean()
+        entropy = -log_prob.mean()
+        ctx.save_for_backward(diff, pick, alpha, entropy_term)
+        ctx.shape = both.shape
+        ctx.mark_non_differentiable(entropy)
+        return loss_q, loss_actor, loss_alpha, entropy
+
+    @staticmethod
+    def backward(ctx: Any, g_q: torch.Tensor, g_actor: torch.Tensor, g_alpha: torch.Tensor,
+                 _g_entropy: Any) -> tuple[torch.Tensor | None, ...]:
+        diff, pick, alpha, entropy_term = ctx.saved_tensors
+        n = diff.shape[-1]
+        g_both = g_log_prob = g_log_alpha = None
+        if ctx.needs_input_grad[0]:
+            g_both = diff.new_zeros(ctx.shape)
+            g_both[:, :n, 0] = diff * (g_q * (2.0 / n))
+            # min's gradient: to the critic it picked, per row (the index min(0) returned)
+            g_both[:, n:, 0].scatter_(0, pick.unsqueeze(0), (-g_actor / n).expand(1, n))
+        if ctx.needs_input_grad[1]:
+            g_log_prob = (g_actor * alpha / n).expand(n)
+        if ctx.needs_input_grad[2]:
+            g_log_alpha = -g_alpha * entropy_term.mean()
+        return g_both, g_log_prob, g_log_alpha, None, None, None
+
+
 class FastSACLoss(SACLoss):
     """TorchRL's ``SACLoss`` (v2: twin critics, learned temperature) with a plain-tensor ``forward``.
 
@@ -358,11 +406,17 @@ class FastSACLoss(SACLoss):
         n = obs.shape[-2]
         x = torch.cat([torch.cat([obs, tensordict.get("action")], -1), torch.cat([obs, action], -1)], -2)
         both = _run(self._net("q"), x, self.matmul_dtype, self._casts, param_rows=n,
-                    input_grad_from=(n, obs.shape[-1])).squeeze(-1)
-        q, q_pi = both[..., :n], both[..., n:].min(0)[0]
-        loss_qvalue = distance_loss(q, target.expand_as(q), loss_function=self.loss_function).sum(0).mean()
-        loss_actor = (alpha * log_prob - q_pi).mean()
-        log_prob = log_prob.detach()
-        loss_alpha = (-self.log_alpha * (log_prob + self.target_entropy)).mean()
+                    input_grad_from=(n, obs.shape[-1]))
+        if self.loss_function == "l2":  # the losses as one node (other distances: op by op)
+            loss_qvalue, loss_actor, loss_alpha, entropy = _SACObjective.apply(
+                both, log_prob, self.log_alpha, target, alpha, self.target_entropy)
+        else:
+            both = both.squeeze(-1)
+            q, q_pi = both[..., :n], both[..., n:].min(0)[0]
+            loss_qvalue = distance_loss(q, target.expand_as(q), loss_function=self.loss_function).sum(0).mean()
+            loss_actor = (alpha * log_prob - q_pi).mean()
+            log_prob = log_prob.detach()
+            loss_alpha = (-self.log_alpha * (log_prob + self.target_entropy)).mean()
+            entropy = -log_prob.mean()
         return TensorDict({"loss_actor": loss_actor, "loss_qvalue": loss_qvalue, "loss_alpha": loss_alpha,
-                           "alpha": alpha, "entropy": -log_prob.mean()}, batch_size=[])
+                           "alpha": alpha, "entropy": entropy}, batch_size=[])

@@ -326,6 +326,13 @@ BENCHMARKS: list[Benchmark] = [
               "cleanrl --parallel --max-seconds 640 --seeds 0 1 --tag bf16 --torchfrag-args algo.matmul_dtype=bfloat16",
               "SAC HalfCheetah to 3000 with bfloat16 products vs CleanRL-style float32, side by side (one core each)",
               ("time_to_solve_sac_HalfCheetah-v5_bf16.json", "time_to_solve_sac_HalfCheetah-v5_bf16.png")),
+    Benchmark("time_to_solve_sac_HalfCheetah-v5_bf16_vs_torchrl",
+              "python -m benchmarks.time_to_solve --algo sac --env HalfCheetah-v5 --target 3000 --systems torchfrag "
+              "torchrl --parallel --max-seconds 700 --seeds 0 1 --tag bf16_vs_torchrl "
+              "--torchfrag-args algo.matmul_dtype=bfloat16",
+              "SAC HalfCheetah to 3000 with bfloat16 products vs TorchRL-style float32, side by side (one core each)",
+              ("time_to_solve_sac_HalfCheetah-v5_bf16_vs_torchrl.json",
+               "time_to_solve_sac_HalfCheetah-v5_bf16_vs_torchrl.png")),
     Benchmark("time_to_solve_dqn_cartpole", "python -m benchmarks.time_to_solve --tag dqn_cartpole",
               "DQN CartPole: time to 475 vs CleanRL and TorchRL",
               ("time_to_solve_dqn_cartpole.json", "time_to_solve_dqn_cartpole.png"), _time_to_solve),

@@ -817,6 +817,31 @@ class PoolEnv(EnvBase):
             self._pending[:] = False
         return tensordict, tensordict_
 
+    def _direct_ok(self) -> bool:
+        """Whether :meth:`_direct_step` gives what ``step_and_maybe_reset`` would (see there)."""
+        cls = type(self)
+        return (self._fast_paths_ok and self.batched and not self.info_keys and self._ale_lives is None
+                and self._obs_key == "observation" and self.device.type == "cpu"
+                and cls._step_and_maybe_reset is PoolEnv._step_and_maybe_reset
+                and cls.step_and_maybe_reset is EnvBase.step_and_maybe_reset)
+
+    def _direct_step(self, action: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """``step_and_maybe_reset`` on plain tensors, for a Rollout's direct step.
+
+        Returns the ``"next"`` entries of the transition and the next carry's observation
+        (finished envs already reset, as the pool auto-resets them); the next carry's done
+        flags are all ``False``, as ``step_and_maybe_reset`` leaves them. Only for
+        :meth:`_direct_ok` envs: no info keys, pixels, lives, frame skip or subclass steps.
+        """
+        obs, rew, term, trunc, info = self._pool.step(self._action_array(action))
+        terminated = torch.from_numpy(term).clone().unsqueeze_(-1)
+        truncated = torch.from_numpy(trunc).clone().unsqueeze_(-1)
+        nxt = {"observation": self._obs_tensor(info["final_obs"]),
+               "reward": torch.from_numpy(rew).to(torch.float32).unsqueeze_(-1),
+               "done": terminated | truncated, "terminated": terminated, "truncated": truncated}
+        self._pending[:] = False  # served at once: the carry below already holds the reset observations
+        return nxt, self._obs_tensor(obs)
+
     # -- random actions and rollouts -----------------------------------------------
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """Writes a uniformly random ``"action"`` for every env into ``tensordict``.

@@ -127,6 +127,8 @@ def _fast_plan(actor: nn.Module):
             td.set(logp_key, dist.log_prob(action))
         return td
 
+    # What a Rollout's direct step needs to run this plan on plain tensors (see Rollout).
+    forward.tensors = (net, in_keys, param_keys, action_key, squashed) if squashed is not None else None
     return forward
 
 

@@ -6,12 +6,13 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from tensordict.nn import InteractionType
 from torch import nn
 from torchrl.envs import EnvBase
 from torchrl.envs.utils import set_exploration_type
 
+from torchfrag.envs._torchrl_compat import new_tensordict
 from torchfrag.fragments.act import Act
 from torchfrag.fragments.base import Fragment
 from torchfrag.fragments.env import EnvStep, env_carry_keys, env_next_keys
@@ -303,12 +304,12 @@ class Rollout(Fragment):
                     zeros = torch.zeros_like(nxt["done"])
                     flags = [zeros, zeros.clone(), zeros.clone()]
             data = {k: join(v) for k, v in zip(root_keys, root)}
-            data["next"] = TensorDict._new_unsafe({k: join(v) for k, v in nxt_all.items()}, size, device)
-            batch = TensorDict._new_unsafe(data, size, device)
+            data["next"] = new_tensordict({k: join(v) for k, v in nxt_all.items()}, size, device)
+            batch = new_tensordict(data, size, device)
             # what step_mdp leaves: the new observation, cleared flags, the last step's act outputs
             last = dict(zip(("observation", "done", "terminated", "truncated", *param_keys, "action"),
                             (obs, *flags, *(values[-1] for values in root[4:]))))
-            new_carry = TensorDict._new_unsafe(last, env.batch_size, device)
+            new_carry = new_tensordict(last, env.batch_size, device)
             return batch, new_carry
 
         return run

@@ -217,3 +217,27 @@ def test_act_tanh_normal_sample_equals_the_distribution(bounded):
     b = slow(td.clone())["action"]
     assert torch.equal(a, b)
     env.close()
+
+
+def test_replay_gather_rows_equals_tensordict_indexing():
+    """The sample's row gather gives what indexing the stored TensorDict gives (nested entries,
+    a nested TensorDict with more batch dimensions, several dtypes), and declines what it does not cover."""
+    from tensordict import NonTensorData
+
+    from torchfrag.fragments.replay import _gather_rows
+
+    g = torch.Generator().manual_seed(0)
+    stored = TensorDict(observation=torch.randn(10, 3, generator=g), action=torch.randn(10, 2, generator=g).double(),
+                        next=TensorDict(reward=torch.randn(10, 1, generator=g), done=torch.rand(10, 1, generator=g) > 0.5,
+                                        deep=TensorDict(x=torch.arange(40).reshape(10, 4), batch_size=[10, 4]),
+                                        batch_size=[10]),
+                        batch_size=[10])
+    index = torch.tensor([3, 3, 9, 0, 5])
+    got, expected = _gather_rows(stored, index), stored[index]
+    assert got.batch_size == expected.batch_size and got["next", "deep"].batch_size == expected["next", "deep"].batch_size
+    assert set(got.keys(True, True)) == set(expected.keys(True, True))
+    for key in expected.keys(True, True):
+        assert got.get(key).dtype == expected.get(key).dtype and torch.equal(got.get(key), expected.get(key))
+    stored.set("tag", NonTensorData("x", batch_size=[10]))
+    assert _gather_rows(stored, index) is None  # a non-tensor entry: TensorDict's own indexing
+    assert _gather_rows(stored.exclude("tag").lock_(), index) is None

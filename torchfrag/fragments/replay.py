@@ -6,10 +6,11 @@ from typing import Any
 
 import torch
 
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from torchrl.data import ReplayBuffer
 
+from torchfrag.envs._torchrl_compat import new_tensordict
 from torchfrag.fragments.base import Fragment
 
 __all__ = ["ReplayWrite", "ReplaySample"]
@@ -136,7 +137,8 @@ def _round_robin_write(buffer: ReplayBuffer, data: TensorDictBase) -> bool:
     end = cursor + n
     if n == 0 or end > storage.max_size:
         return False
-    stored = storage._storage
+    # one walk over each TensorDict's leaves (nested keys as tuples in both), not a get per key
+    stored = dict(storage._storage.items(include_nested=True, leaves_only=True))
     pairs = []
     lead = data.batch_dims
     for key, src in data.items(include_nested=True, leaves_only=True):
@@ -145,7 +147,7 @@ def _round_robin_write(buffer: ReplayBuffer, data: TensorDictBase) -> bool:
                 or dst.dtype != src.dtype or dst.shape[1:] != src.shape[lead:]):
             return False
         pairs.append((dst, src))
-    if len(pairs) != len(stored.keys(include_nested=True, leaves_only=True)):
+    if len(pairs) != len(stored):
         return False
     with buffer._replay_lock, buffer._write_lock:
         index = torch.arange(cursor, end, dtype=torch.long)
@@ -188,4 +190,25 @@ def _uniform_sample(buffer: ReplayBuffer, batch_size: int | None) -> TensorDictB
         # around it (~70 us per call outside torch.compile)
         index = torch.randint(0, len(storage), (batch_size,), generator=storage._rng,
                               device=getattr(storage, "device", None))
-        return storage._storage[index]
+        rows = _gather_rows(storage._storage, index)
+        return rows if rows is not None else storage._storage[index]
+
+
+def _gather_rows(stored: TensorDictBase, index: torch.Tensor) -> TensorDictBase | None:
+    """``stored[index]`` for a TensorDict of plain tensors (nested TensorDicts of them allowed)
+    and a 1-D index: one ``index_select`` per entry, the result built without TensorDict's
+    indexing layers (~35 -> ~15 us for SAC's 6 entries and 256 rows on one thread). Anything
+    else (other TensorDict kinds, non-tensor entries, dimension names, a lock) gives ``None``.
+    """
+    if type(stored) is not TensorDict or stored.is_locked or stored._has_names():
+        return None
+    out = {}
+    for key, value in stored.items():
+        if type(value) is torch.Tensor or type(value) is torch.nn.Parameter:
+            out[key] = value.index_select(0, index)
+        else:
+            value = _gather_rows(value, index) if isinstance(value, TensorDictBase) else None
+            if value is None:
+                return None
+            out[key] = value
+    return new_tensordict(out, torch.Size((index.shape[0], *stored.batch_size[1:])), stored.device)

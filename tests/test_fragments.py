@@ -209,6 +209,28 @@ def test_act_fast_path_equals_sac_actor(env_id):
     assert (a["action"].abs() <= high).all()
     env.close()
 
+def test_episode_stats_one_step_blocks_match_a_step_by_step_count():
+    """One-step blocks (SAC's rollout: the no-episode-end shortcut and the general case in turn)
+    give the returns and lengths of a step-by-step count, bit for bit."""
+    g = torch.Generator().manual_seed(1)
+    stats = EpisodeStats()
+    ret, length = torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.int64)
+    want_r, want_l = [], []
+    for _ in range(200):
+        r = torch.randn(3, 1, 1, generator=g)
+        d = torch.rand(3, 1, 1, generator=g) < 0.05
+        stats.update(r, d)
+        for i in range(3):
+            ret[i] += r[i, 0, 0].double()
+            length[i] += 1
+            if d[i, 0, 0]:
+                want_r.append(float(ret[i]))
+                want_l.append(int(length[i]))
+                ret[i], length[i] = 0, 0
+    assert 3 < len(want_r) and sorted(stats.returns) == sorted(want_r) and sorted(stats.lengths) == sorted(want_l)
+    assert torch.equal(stats._ret, ret) and torch.equal(stats._len, length)
+
+
 def test_episode_stats_match_a_step_by_step_count():
     g = torch.Generator().manual_seed(0)
     stats = EpisodeStats()

@@ -98,3 +98,37 @@ def test_direct_and_captured_calls_interleave(monkeypatch: pytest.MonkeyPatch) -
     for x, y in zip(*batches):
         for k in y.keys(True, True):
             assert torch.equal(x.get(k), y.get(k)), k
+
+
+def test_direct_chain_calls_the_leaves_only_where_nothing_else_would_run() -> None:
+    """``direct_chain`` gives the module's outputs through its leaves' forwards; a hook anywhere in
+    the chain (or globally), a reshaping MLP or another container keeps the module's own call."""
+    from torchrl.modules import MLP
+
+    from torchfrag.algos.networks import TanhBoundedScale
+    from torchfrag.graph.direct import direct_chain
+
+    torch.manual_seed(0)
+    net = nn.Sequential(MLP(in_features=5, out_features=4, num_cells=[8, 8]), TanhBoundedScale(-5.0, 2.0))
+    x = torch.randn(3, 5)
+    chain = direct_chain(net)
+    assert chain is not net
+    assert all(torch.equal(a, b) for a, b in zip(chain(x), net(x)))
+    calls = []
+    handle = net[0][2].register_forward_hook(lambda *_: calls.append(1))  # the middle Linear
+    assert direct_chain(net) is net
+    net(x)
+    assert calls == [1]
+    handle.remove()
+    handle = nn.modules.module.register_module_forward_pre_hook(lambda *_: None)
+    try:
+        assert direct_chain(net) is net
+    finally:
+        handle.remove()
+    reshaping = MLP(in_features=5, out_features=(2, 2), num_cells=[8])
+    assert direct_chain(reshaping) is reshaping or torch.equal(direct_chain(reshaping)(x), reshaping(x))
+    class Twice(nn.Sequential):
+        def forward(self, x):
+            return super().forward(super().forward(x))
+    twice = Twice(nn.Linear(5, 5))
+    assert torch.equal(direct_chain(twice)(x), twice(x))

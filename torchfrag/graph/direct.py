@@ -25,7 +25,7 @@ from typing import Any
 from torch import fx, nn
 from torch.nn.modules import module as _module
 
-__all__ = ["direct_forward"]
+__all__ = ["direct_chain", "direct_forward"]
 
 
 def _global_hooks() -> bool:
@@ -90,3 +90,54 @@ def direct_forward(gm: fx.GraphModule) -> Callable[..., Any]:
     # The generated function reads only these attributes of `self`; a namespace holding them
     # (bound forwards or the modules themselves) stands in for the GraphModule.
     return functools.partial(type(gm).forward, types.SimpleNamespace(**bound))
+
+
+@functools.cache
+def _mlp_class() -> type:
+    from torchrl.modules import MLP
+
+    return MLP
+
+
+def _chain_leaves(mod: nn.Module, out: list[nn.Module]) -> bool:
+    """Appends the modules ``mod`` runs one after the other, flattening sequential containers;
+    ``False`` where a container's call is more than that chain."""
+    mlp = _mlp_class()
+    if type(mod) is nn.Sequential or (isinstance(mod, mlp) and type(mod).forward is mlp.forward
+                                      and not mod._reshape_out):
+        if not _plain(mod):
+            return False
+        return all(_chain_leaves(child, out) for child in mod)
+    out.append(mod)
+    return True
+
+
+def direct_chain(module: nn.Module) -> Callable[[Any], Any]:
+    """``module`` as a function of one input, its sequential containers' leaves called through their ``forward``.
+
+    A policy network such as ``nn.Sequential(MLP(...), head)`` costs ~9 ``nn.Module.__call__``
+    dispatches per call; where no module of the chain has a hook or a compiled call, the same
+    leaves' ``forward`` run in the same order (TorchRL's ``MLP`` counts as a sequential container
+    when its output is not reshaped). The check is made when this is called, so take a fresh
+    function whenever hooks could have changed (a Rollout takes one per call). Anything else:
+    ``module`` itself.
+
+    Example:
+        >>> import torch
+        >>> from torchfrag.graph.direct import direct_chain
+        >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+        >>> x = torch.randn(5, 3)
+        >>> torch.equal(direct_chain(net)(x), net(x))
+        True
+    """
+    leaves: list[nn.Module] = []
+    if _global_hooks() or not _chain_leaves(module, leaves) or not all(_plain(m) for m in leaves):
+        return module
+    forwards = [m.forward for m in leaves]
+
+    def chain(x: Any) -> Any:
+        for forward in forwards:
+            x = forward(x)
+        return x
+
+    return chain

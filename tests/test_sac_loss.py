@@ -18,7 +18,7 @@ from torchfrag.algos.sac import SACConfig, make_sac, make_sac_networks
 from torchfrag.algos.sac_loss import FastSACLoss
 
 
-def _losses(env_id: str, loss_function: str = "l2", fixed_alpha: bool = False, **networks):
+def _losses(env_id: str, loss_function: str = "l2", fixed_alpha: bool = False, n: int = 64, **networks):
     env = make_env(env_id, 2)
     torch.manual_seed(0)
     actor, qnet = make_sac_networks(env, [32, 32], **networks)
@@ -33,7 +33,6 @@ def _losses(env_id: str, loss_function: str = "l2", fixed_alpha: bool = False, *
         ref.target_qvalue_network_params.apply(lambda p: p.add_(0.05 * torch.randn_like(p)))
     fast.load_state_dict(ref.state_dict())
     obs_dim = env.observation_spec["observation"].shape[-1]
-    n = 64
     g = torch.Generator().manual_seed(1)
     batch = TensorDict({
         "observation": torch.randn(n, obs_dim, generator=g),
@@ -83,6 +82,62 @@ def test_fast_sac_loss_matches_sacloss(env_id: str, loss_function: str, networks
     assert all(g is not None and not g.any() for g in fast_grads)
     actor_grads = [p.grad for n, p in fast.named_parameters() if n.startswith("actor_network_params")]
     assert all(g is not None for g in actor_grads) and sum(g.abs().sum() for g in actor_grads) > 0
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "HalfCheetah-v5"])
+def test_bounded_head_as_one_node_matches_sacloss_on_odd_batches(env_id: str) -> None:
+    """The tanh-bounded head's fused sample (both batches' noise drawn into one tensor) gives
+    SACLoss's losses and gradients where a batch's draw is not a multiple of the normal
+    kernel's 16-value blocks (37 rows), with an affine action box (Pendulum's [-2, 2]) and without."""
+    ref, fast, batch = _losses(env_id, n=37, **_CLEANRL_NETS)
+    assert fast._bounded_head() is not None
+    outs, grads = [], []
+    for loss in (ref, fast):
+        torch.manual_seed(11)
+        out = loss(batch.clone())
+        loss.zero_grad()
+        (out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]).backward()
+        outs.append(out)
+        grads.append({n: p.grad.clone() for n, p in loss.named_parameters()})
+    for key in ("loss_actor", "loss_qvalue", "loss_alpha", "entropy"):
+        torch.testing.assert_close(outs[1][key], outs[0][key], rtol=1e-5, atol=1e-5, msg=key)
+    for name, g in grads[0].items():
+        torch.testing.assert_close(grads[1][name], g, rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_bounded_squashed_sample_matches_the_two_nodes(affine: bool) -> None:
+    """``bounded_squashed_sample`` against the head then ``squashed_gaussian`` on each batch:
+    the same values, the same input gradients (float64, either output alone and both), a
+    gradcheck, constants for the tail rows, and no graph without gradients."""
+    from torchfrag.algos.networks import TanhBoundedScale
+    from torchfrag.algos.sac_loss import bounded_squashed_sample, squashed_gaussian
+
+    g = torch.Generator().manual_seed(3)
+    head = TanhBoundedScale(-5.0, 2.0)
+    x = torch.randn(5, 6, dtype=torch.float64, generator=g, requires_grad=True)
+    tail = torch.randn(4, 6, dtype=torch.float64, generator=g)
+    eps = torch.randn(9, 3, dtype=torch.float64, generator=g)
+    box = (torch.tensor([2.0, 1.0, 0.5], dtype=torch.float64), torch.tensor([0.0, 0.5, -1.0], dtype=torch.float64))
+    box = box if affine else (None, None)
+    got = bounded_squashed_sample(x, tail, eps, -5.0, 2.0, *box)
+    want = (*squashed_gaussian(*head(x), eps[4:], *box), *squashed_gaussian(*head(tail), eps[:4], *box))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert not got[2].requires_grad and not got[3].requires_grad
+    w_a, w_lp = torch.randn(5, 3, dtype=torch.float64, generator=g), torch.randn(5, dtype=torch.float64, generator=g)
+    for pick in ((1, 0), (0, 1), (1, 1)):
+        grads = []
+        for fn in (lambda: bounded_squashed_sample(x, tail, eps, -5.0, 2.0, *box)[:2],
+                   lambda: squashed_gaussian(*head(x), eps[4:], *box)):
+            a, lp = fn()
+            (pick[0] * (a * w_a).sum() + pick[1] * (lp * w_lp).sum()).backward()
+            grads.append(x.grad.clone())
+            x.grad = None
+        torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda t: bounded_squashed_sample(t, tail, eps, -5.0, 2.0, *box)[:2], (x,))
+    with torch.no_grad():
+        assert bounded_squashed_sample(x, tail, eps, -5.0, 2.0, *box)[0].grad_fn is None
 
 
 def test_fast_sac_loss_with_a_fixed_temperature_matches_sacloss() -> None:

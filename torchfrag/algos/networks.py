@@ -87,10 +87,17 @@ class _TanhBoundedScaleFn(torch.autograd.Function):
     def backward(ctx: Any, g_loc: torch.Tensor | None, g_scale: torch.Tensor | None
                  ) -> tuple[torch.Tensor | None, None, None]:
         scale, th = ctx.saved_tensors
-        # d scale / d raw = scale * half * (1 - tanh(raw)^2)
-        g_raw = torch.zeros_like(scale) if g_scale is None else g_scale * scale * ctx.half * (1.0 - th * th)
-        g_loc = torch.zeros_like(scale) if g_loc is None else g_loc
-        return torch.cat([g_loc, g_raw], -1), None, None
+        return _tanh_bounded_scale_grad(g_loc, g_scale, scale, th, ctx.half), None, None
+
+
+def _tanh_bounded_scale_grad(g_loc: torch.Tensor | None, g_scale: torch.Tensor | None, scale: torch.Tensor,
+                             th: torch.Tensor, half: float) -> torch.Tensor:
+    """The gradient of :class:`TanhBoundedScale`'s input from those of ``loc`` and ``scale``
+    (``scale`` and ``th = tanh(raw)`` as the forward computed them, ``half = (max - min) / 2``)."""
+    # d scale / d raw = scale * half * (1 - tanh(raw)^2)
+    g_raw = torch.zeros_like(scale) if g_scale is None else g_scale * scale * half * (1.0 - th * th)
+    g_loc = torch.zeros_like(scale) if g_loc is None else g_loc
+    return torch.cat([g_loc, g_raw], -1)
 
 
 class TanhBoundedScale(nn.Module):

@@ -241,3 +241,4 @@ def test_replay_gather_rows_equals_tensordict_indexing():
     stored.set("tag", NonTensorData("x", batch_size=[10]))
     assert _gather_rows(stored, index) is None  # a non-tensor entry: TensorDict's own indexing
     assert _gather_rows(stored.exclude("tag").lock_(), index) is None
+    assert _gather_rows(TensorDict(x=torch.zeros(10, 2), batch_size=[10], names=["t"]), index) is None

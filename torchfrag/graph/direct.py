@@ -18,6 +18,7 @@ one per call).
 from __future__ import annotations
 
 import functools
+import numbers
 import types
 from collections.abc import Callable
 from typing import Any
@@ -104,7 +105,7 @@ def _chain_leaves(mod: nn.Module, out: list[nn.Module]) -> bool:
     ``False`` where a container's call is more than that chain."""
     mlp = _mlp_class()
     if type(mod) is nn.Sequential or (isinstance(mod, mlp) and type(mod).forward is mlp.forward
-                                      and not mod._reshape_out):
+                                      and isinstance(mod.out_features, numbers.Number)):
         if not _plain(mod):
             return False
         return all(_chain_leaves(child, out) for child in mod)

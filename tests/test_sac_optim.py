@@ -115,3 +115,41 @@ def test_fast_sac_loss_follows_its_parameters_after_loads_and_moves() -> None:
         assert loss(batch64)["loss_qvalue"].dtype == torch.float64
     finally:
         env.close()
+
+
+def test_cached_fused_adam_runs_step_hooks_and_profiler_ranges_once() -> None:
+    """The cached step skips Optimizer's hook wrapper only while it would do nothing: step hooks
+    (the optimizer's and global ones) run once per step, with the same values as without them,
+    the profiler sees its ranges, and zero_grad drops every gradient either way."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    torch.optim.Adam([torch.nn.Parameter(torch.ones(1))])  # a plain Adam: Adam.step itself gets the wrapper
+    ref_net, net = _net(3), _net(3)
+    ref = torch.optim.Adam(_groups(ref_net), fused=True)
+    opt = CachedFusedAdam(_groups(net))
+    _train(ref_net, ref, 3, seed=1)
+    _train(net, opt, 3, seed=1)
+    assert opt._plan is not None  # the cached step is in use
+    calls = []
+    handles = [opt.register_step_pre_hook(lambda *_: calls.append("pre")),
+               opt.register_step_post_hook(lambda *_: calls.append("post")),
+               register_optimizer_step_pre_hook(lambda o, *_: calls.append("global pre") if o is opt else None),
+               register_optimizer_step_post_hook(lambda o, *_: calls.append("global post") if o is opt else None)]
+    try:
+        _train(ref_net, ref, 2, seed=2)
+        _train(net, opt, 2, seed=2)
+    finally:
+        for h in handles:
+            h.remove()
+    assert calls == ["global pre", "pre", "post", "global post"] * 2
+    with torch.profiler.profile() as prof:
+        _train(net, opt, 1, seed=3)
+    _train(ref_net, ref, 1, seed=3)
+    names = {e.key for e in prof.key_averages()}
+    assert {"Optimizer.step#CachedFusedAdam.step", "Optimizer.zero_grad#CachedFusedAdam.zero_grad"} <= names
+    _train(ref_net, ref, 2, seed=4)
+    _train(net, opt, 2, seed=4)
+    for a, b in zip(ref_net.parameters(), net.parameters()):
+        assert torch.equal(a, b)
+    opt.zero_grad()
+    assert all(p.grad is None for p in net.parameters())

@@ -55,7 +55,7 @@ def frame_split(loop: Any, frames: int) -> dict[str, float]:
     import torch
 
     from torchfrag.algos.replay import REPLAY_KEYS
-    from torchfrag.fragments.learn import _MetricSums, _total_norm
+    from torchfrag.fragments.learn import _MetricSums, _sum_losses, _total_norm
 
     learn = loop.learn
     sums = dict.fromkeys(PIECES, 0.0)
@@ -70,7 +70,7 @@ def frame_split(loop: Any, frames: int) -> dict[str, float]:
         data = sample.select(*learn.select_keys).reshape(-1)
         t.append(time.perf_counter())
         out = learn.loss(data)
-        total = sum(v for k, v in out.items() if k.startswith("loss_"))
+        total = _sum_losses(out)
         t.append(time.perf_counter())
         learn.optimizer.zero_grad(set_to_none=True)
         t.append(time.perf_counter())

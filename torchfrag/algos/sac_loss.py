@@ -40,7 +40,7 @@ import math
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from torch import nn
 from torchrl.modules.distributions.continuous import TanhNormal
 from torchrl.objectives import SACLoss
@@ -49,6 +49,7 @@ from torchrl.objectives.value import TD0Estimator
 
 from torchfrag.algos.networks import TanhBoundedScale, _tanh_bounded_scale, _tanh_bounded_scale_grad
 from torchfrag.algos.relu_mlp import relu_mlp, relu_mlp_split
+from torchfrag.envs._torchrl_compat import new_tensordict
 
 __all__ = ["FastSACLoss", "bounded_squashed_sample", "squashed_gaussian"]
 
@@ -519,5 +520,5 @@ class FastSACLoss(SACLoss):
             log_prob = log_prob.detach()
             loss_alpha = (-self.log_alpha * (log_prob + self.target_entropy)).mean()
             entropy = -log_prob.mean()
-        return TensorDict({"loss_actor": loss_actor, "loss_qvalue": loss_qvalue, "loss_alpha": loss_alpha,
-                           "alpha": alpha, "entropy": entropy}, batch_size=[])
+        return new_tensordict({"loss_actor": loss_actor, "loss_qvalue": loss_qvalue, "loss_alpha": loss_alpha,
+                               "alpha": alpha, "entropy": entropy}, torch.Size([]))

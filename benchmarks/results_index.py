@@ -18,7 +18,7 @@ import math
 import os
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -223,6 +223,14 @@ def _time_to_solve(d: dict[str, Any]) -> list[Headline]:
     return rows
 
 
+def _time_to_solve_as(label: str) -> Callable[[dict[str, Any]], list[Headline]]:
+    """:func:`_time_to_solve`'s rows with ``label`` after the task (runs of one setting, e.g. bf16 products)."""
+    def rows(d: dict[str, Any]) -> list[Headline]:
+        return [replace(h, what=h.what.replace(":", f" ({label}):", 1)) for h in _time_to_solve(d)]
+
+    return rows
+
+
 def _learning(d: dict[str, Any]) -> list[Headline]:
     rows = []
     for task, t in d["tasks"].items():
@@ -320,19 +328,22 @@ BENCHMARKS: list[Benchmark] = [
               "python -m benchmarks.time_to_solve --algo sac --env HalfCheetah-v5 --target 3000 --parallel "
               "--max-seconds 900",
               "SAC HalfCheetah to 3000, the three side by side (CPU)",
-              ("time_to_solve_sac_HalfCheetah-v5.json", "time_to_solve_sac_HalfCheetah-v5.png"), _time_to_solve),
+              ("time_to_solve_sac_HalfCheetah-v5.json", "time_to_solve_sac_HalfCheetah-v5.png"),
+              _time_to_solve_as("float32, three systems on 2 cores")),
     Benchmark("time_to_solve_sac_HalfCheetah-v5_bf16",
               "python -m benchmarks.time_to_solve --algo sac --env HalfCheetah-v5 --target 3000 --systems torchfrag "
               "cleanrl --parallel --max-seconds 640 --seeds 0 1 --tag bf16 --torchfrag-args algo.matmul_dtype=bfloat16",
               "SAC HalfCheetah to 3000 with bfloat16 products vs CleanRL-style float32, side by side (one core each)",
-              ("time_to_solve_sac_HalfCheetah-v5_bf16.json", "time_to_solve_sac_HalfCheetah-v5_bf16.png")),
+              ("time_to_solve_sac_HalfCheetah-v5_bf16.json", "time_to_solve_sac_HalfCheetah-v5_bf16.png"),
+              _time_to_solve_as("bf16 products, one core each")),
     Benchmark("time_to_solve_sac_HalfCheetah-v5_bf16_vs_torchrl",
               "python -m benchmarks.time_to_solve --algo sac --env HalfCheetah-v5 --target 3000 --systems torchfrag "
               "torchrl --parallel --max-seconds 700 --seeds 0 1 --tag bf16_vs_torchrl "
               "--torchfrag-args algo.matmul_dtype=bfloat16",
               "SAC HalfCheetah to 3000 with bfloat16 products vs TorchRL-style float32, side by side (one core each)",
               ("time_to_solve_sac_HalfCheetah-v5_bf16_vs_torchrl.json",
-               "time_to_solve_sac_HalfCheetah-v5_bf16_vs_torchrl.png")),
+               "time_to_solve_sac_HalfCheetah-v5_bf16_vs_torchrl.png"),
+              _time_to_solve_as("bf16 products, one core each")),
     Benchmark("time_to_solve_dqn_cartpole", "python -m benchmarks.time_to_solve --tag dqn_cartpole",
               "DQN CartPole: time to 475 vs CleanRL and TorchRL",
               ("time_to_solve_dqn_cartpole.json", "time_to_solve_dqn_cartpole.png"), _time_to_solve),

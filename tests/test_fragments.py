@@ -209,39 +209,20 @@ def test_act_fast_path_equals_sac_actor(env_id):
     assert (a["action"].abs() <= high).all()
     env.close()
 
-def test_episode_stats_one_step_blocks_match_a_step_by_step_count():
-    """One-step blocks (SAC's rollout: the no-episode-end shortcut and the general case in turn)
-    give the returns and lengths of a step-by-step count, bit for bit."""
-    g = torch.Generator().manual_seed(1)
-    stats = EpisodeStats()
-    ret, length = torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.int64)
-    want_r, want_l = [], []
-    for _ in range(200):
-        r = torch.randn(3, 1, 1, generator=g)
-        d = torch.rand(3, 1, 1, generator=g) < 0.05
-        stats.update(r, d)
-        for i in range(3):
-            ret[i] += r[i, 0, 0].double()
-            length[i] += 1
-            if d[i, 0, 0]:
-                want_r.append(float(ret[i]))
-                want_l.append(int(length[i]))
-                ret[i], length[i] = 0, 0
-    assert 3 < len(want_r) and sorted(stats.returns) == sorted(want_r) and sorted(stats.lengths) == sorted(want_l)
-    assert torch.equal(stats._ret, ret) and torch.equal(stats._len, length)
-
-
-def test_episode_stats_match_a_step_by_step_count():
+@pytest.mark.parametrize(("envs", "steps", "blocks", "p_done"), [(5, 7, 4, 0.3), (3, 1, 200, 0.05)])
+def test_episode_stats_match_a_step_by_step_count(envs: int, steps: int, blocks: int, p_done: float):
+    """Blocks of several steps, and one-step blocks (SAC's rollout: the no-episode-end shortcut and
+    the general case in turn), give the returns, lengths and running sums of a step-by-step count."""
     g = torch.Generator().manual_seed(0)
     stats = EpisodeStats()
-    ret, length = torch.zeros(5, dtype=torch.float64), torch.zeros(5, dtype=torch.int64)
+    ret, length = torch.zeros(envs, dtype=torch.float64), torch.zeros(envs, dtype=torch.int64)
     want_r, want_l = [], []
-    for _ in range(4):
-        r = torch.randn(5, 7, 1, generator=g)
-        d = torch.rand(5, 7, 1, generator=g) < 0.3
+    for _ in range(blocks):
+        r = torch.randn(envs, steps, 1, generator=g)
+        d = torch.rand(envs, steps, 1, generator=g) < p_done
         stats.update(r, d)
-        for i in range(5):  # the reference: env by env, step by step
-            for t in range(7):
+        for i in range(envs):  # the reference: env by env, step by step
+            for t in range(steps):
                 ret[i] += r[i, t, 0].double()
                 length[i] += 1
                 if d[i, t, 0]:
@@ -251,3 +232,6 @@ def test_episode_stats_match_a_step_by_step_count():
         # stats records episodes env by env within one block; compare as multisets
         assert sorted(round(x, 9) for x in stats.returns) == sorted(round(x[2], 9) for x in want_r)
         assert sorted(stats.lengths) == sorted(want_l)
+    assert len(want_r) > 3
+    torch.testing.assert_close(stats._ret, ret, rtol=0, atol=1e-9)
+    assert torch.equal(stats._len, length)

@@ -46,6 +46,19 @@ def _losses(env_id: str, loss_function: str = "l2", fixed_alpha: bool = False, n
     return ref, fast, batch
 
 
+def _outs_and_grads(losses, batch, seed: int) -> tuple[list, list[dict]]:
+    """Each loss's outputs and parameter gradients (of the three losses' sum) for the same draws."""
+    outs, grads = [], []
+    for loss in losses:
+        torch.manual_seed(seed)
+        out = loss(batch.clone())
+        loss.zero_grad()
+        (out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]).backward()
+        outs.append(out)
+        grads.append({n: p.grad.clone() for n, p in loss.named_parameters() if p.grad is not None})
+    return outs, grads
+
+
 # CleanRL's networks: PyTorch's default init and the tanh-bounded log-std head.
 _CLEANRL_NETS = {"weight_init": "default", "log_std_bounds": [-5.0, 2.0]}
 
@@ -91,14 +104,7 @@ def test_bounded_head_as_one_node_matches_sacloss_on_odd_batches(env_id: str) ->
     kernel's 16-value blocks (37 rows), with an affine action box (Pendulum's [-2, 2]) and without."""
     ref, fast, batch = _losses(env_id, n=37, **_CLEANRL_NETS)
     assert fast._bounded_head() is not None
-    outs, grads = [], []
-    for loss in (ref, fast):
-        torch.manual_seed(11)
-        out = loss(batch.clone())
-        loss.zero_grad()
-        (out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]).backward()
-        outs.append(out)
-        grads.append({n: p.grad.clone() for n, p in loss.named_parameters()})
+    outs, grads = _outs_and_grads((ref, fast), batch, seed=11)
     for key in ("loss_actor", "loss_qvalue", "loss_alpha", "entropy"):
         torch.testing.assert_close(outs[1][key], outs[0][key], rtol=1e-5, atol=1e-5, msg=key)
     for name, g in grads[0].items():
@@ -144,14 +150,7 @@ def test_fast_sac_loss_with_a_fixed_temperature_matches_sacloss() -> None:
     """``fixed_alpha=True`` (``log_alpha`` a buffer): the same losses and gradients, none for the
     temperature, and the temperature loss still reported."""
     ref, fast, batch = _losses("HalfCheetah-v5", fixed_alpha=True)
-    outs, grads = [], []
-    for loss in (ref, fast):
-        torch.manual_seed(7)
-        out = loss(batch.clone())
-        loss.zero_grad()
-        (out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]).backward()
-        outs.append(out)
-        grads.append({n: p.grad.clone() for n, p in loss.named_parameters() if p.grad is not None})
+    outs, grads = _outs_and_grads((ref, fast), batch, seed=7)
     assert not fast.log_alpha.requires_grad and len(grads[1]) == 12
     for key in ("loss_actor", "loss_qvalue", "loss_alpha", "entropy"):
         torch.testing.assert_close(outs[1][key], outs[0][key], rtol=1e-5, atol=1e-5, msg=key)
